@@ -1,0 +1,95 @@
+"""Duet metrics on SGLang's /metrics (Prometheus, multiprocess mode) and mode-switch log lines."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter as PyCounter
+from typing import Any
+
+from sglang_duet.policy import BatchPlan
+
+logger = logging.getLogger("sglang_duet.plan")
+
+
+class DuetMetrics:
+    """Counters kept in-process (for tests and logs) and, with --enable-metrics, exported.
+
+    Exported names (all prefixed ``sglang_duet:``): iterations_total{mode}, decode_sms, lookahead,
+    predicted_iteration_seconds / measured_iteration_seconds (histograms, by mode),
+    predicted_tbt_slo_misses_total, lookahead_tokens_discarded_total.
+    """
+
+    def __init__(self, enabled: bool, labels: dict[str, str]):
+        self.counts: PyCounter[str] = PyCounter()
+        self.discarded = 0
+        self.slo_misses = 0
+        self.last_mode: str | None = None
+        self._prom = _Prometheus(labels) if enabled else None
+
+    def record(self, plan: BatchPlan, measured_s: float, tbt_slo_s: float, discarded: int,
+               rank: int) -> None:
+        self.counts[plan.mode] += 1
+        self.discarded += discarded
+        miss = plan.mode != "idle" and plan.predicted_tbt_s > tbt_slo_s and bool(plan.decode_rids)
+        self.slo_misses += miss
+        if self._prom is not None:
+            self._prom.record(plan, measured_s, miss, discarded)
+        if plan.mode != self.last_mode:
+            self.last_mode = plan.mode
+            logger.info(
+                "duet-plan %s",
+                json.dumps(
+                    {
+                        "rank": rank,
+                        "mode": plan.mode,
+                        "decodes": len(plan.decode_rids),
+                        "prefill_tokens": plan.num_prefill_tokens,
+                        "sms_decode": plan.sms_decode,
+                        "sms_prefill": plan.sms_prefill,
+                        "k": plan.lookahead,
+                        "predicted_s": round(plan.predicted_total_s, 6),
+                        "measured_s": round(measured_s, 6),
+                        "reason": plan.reason,
+                    },
+                    sort_keys=True,
+                ),
+            )
+
+
+class _Prometheus:
+    def __init__(self, labels: dict[str, str]):
+        from prometheus_client import Counter, Gauge, Histogram
+
+        names = list(labels)
+        self.labels = labels
+        buckets = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0)
+        p = "sglang_duet:"
+        self.iters = Counter(p + "iterations", "Iterations by plan mode", names + ["mode"])
+        self.sms = Gauge(p + "decode_sms", "SMs of the last spatial plan's decode partition",
+                         names, multiprocess_mode="mostrecent")
+        self.k = Gauge(p + "lookahead", "Look-ahead steps of the last spatial plan", names,
+                       multiprocess_mode="mostrecent")
+        self.pred = Histogram(p + "predicted_iteration_seconds", "Predicted iteration time",
+                              names + ["mode"], buckets=buckets)
+        self.meas = Histogram(p + "measured_iteration_seconds", "Measured iteration time",
+                              names + ["mode"], buckets=buckets)
+        self.miss = Counter(p + "predicted_tbt_slo_misses", "Plans predicted to break the SLO",
+                            names)
+        self.disc = Counter(p + "lookahead_tokens_discarded", "Surplus look-ahead tokens dropped",
+                            names)
+
+    def record(self, plan: BatchPlan, measured_s: float, miss: bool, discarded: int) -> None:
+        lab: dict[str, Any] = self.labels
+        self.iters.labels(**lab, mode=plan.mode).inc()
+        if plan.mode == "idle":
+            return
+        if plan.mode == "spatial":
+            self.sms.labels(**lab).set(plan.sms_decode)
+            self.k.labels(**lab).set(plan.lookahead)
+        self.pred.labels(**lab, mode=plan.mode).observe(plan.predicted_total_s)
+        self.meas.labels(**lab, mode=plan.mode).observe(measured_s)
+        if miss:
+            self.miss.labels(**lab).inc()
+        if discarded:
+            self.disc.labels(**lab).inc(discarded)

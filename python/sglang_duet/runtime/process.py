@@ -1,0 +1,26 @@
+"""Scheduler-process entry: SGLang's run_scheduler_process with DuetScheduler substituted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def run_duet_scheduler_process(duet_args: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+    """Runs in the spawned scheduler child (one per TP rank and DP replica).
+
+    `duet_args` is DuetArgs.to_dict(); bound with functools.partial by the launcher so that it
+    travels to the child with the rest of the process arguments.
+    """
+    from sglang_duet.cpu import patch_rope_for_cpu
+
+    patch_rope_for_cpu()
+
+    import sglang.srt.managers.scheduler as sched_mod
+
+    from sglang_duet.args import DuetArgs
+    from sglang_duet.runtime import scheduler as duet_sched
+
+    duet_sched.DUET_ARGS = DuetArgs(**duet_args)
+    # run_scheduler_process looks the class up as a module global at call time.
+    sched_mod.Scheduler = duet_sched.DuetScheduler
+    sched_mod.run_scheduler_process(*args, **kwargs)

@@ -1,0 +1,97 @@
+"""Build the scheduler's collaborators once at start-up: hardware profile, model spec, partition
+menu and the DuetPolicy. No SGLang import; torch only to name the device."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_duet.args import DuetArgs
+from sglang_duet.latency import Calibration, HardwareSpec, LatencyModel, ModelSpec, get_hardware
+from sglang_duet.policy import DuetPolicy, SmMenu
+
+logger = logging.getLogger(__name__)
+
+# A stand-in profile for CPU serving (tests, the embedded model): a 2-core machine as 16 "SMs".
+# Its absolute numbers are rough (~50 GFLOP/s, ~20 GB/s); online correction rescales them to the
+# measured iteration times, which is all the CPU runs need.
+CPU_PROFILE = HardwareSpec(
+    name="cpu",
+    num_sms=16,
+    sms_per_tpc=2,
+    flops=50e9,
+    hbm_bw=20e9,
+    hbm_bytes=24 * 10**9,
+    link_bw=10e9,
+    bw_knee=get_hardware("h100-sxm").bw_knee,
+    bw_hill=get_hardware("h100-sxm").bw_hill,
+)
+
+_DEVICE_NAMES = (("H200", "h200"), ("H100", "h100-sxm"), ("H800", "h100-sxm"), ("A100", "a100-80g"))
+
+
+def detect_hardware(name: str, device: str, gpu_id: int = 0) -> HardwareSpec:
+    if name == "cpu" or (name == "auto" and device == "cpu"):
+        return CPU_PROFILE
+    if name != "auto":
+        return get_hardware(name)
+    import torch
+
+    dev = torch.cuda.get_device_name(gpu_id)
+    for key, profile in _DEVICE_NAMES:
+        if key in dev:
+            logger.info("duet: hardware profile %s for %s", profile, dev)
+            return get_hardware(profile)
+    logger.warning("duet: no profile for %r; using h100-sxm (give --duet-hardware)", dev)
+    return get_hardware("h100-sxm")
+
+
+@dataclass
+class DuetSetup:
+    policy: DuetPolicy
+    hardware: HardwareSpec
+    model: ModelSpec
+    partitions: Any  # sglang_duet.partition.PartitionMenu or None (no partitioning)
+    backend_name: str
+
+
+def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int):
+    """(SmMenu, PartitionMenu | None, backend name). Falls back to `none` with a warning."""
+    try:
+        from sglang_duet import partition
+    except ImportError:  # pragma: no cover - the package ships with sglang_duet
+        partition = None
+    if partition is not None and device != "cpu":
+        try:
+            backend, reason = partition.select_backend(args.partition_backend)
+            logger.info("duet: partition backend %s (%s)", backend.name, reason)
+            if backend.name != "none":
+                menu = partition.PartitionMenu.build(backend, device=gpu_id)
+                return menu.sm_menu, menu, backend.name
+        except Exception as e:  # a backend that cannot grant what it promised
+            logger.warning("duet: partition backend failed (%s); falling back to none", e)
+    elif args.partition_backend not in ("auto", "none"):
+        logger.warning("duet: %s needs a GPU; using none", args.partition_backend)
+    # No partitioning: spatial plans run decode then prefill on the same device, one after the
+    # other; the menu still describes the device so the policy can reason about splits.
+    return SmMenu.tpc_masks(hardware.num_sms, hardware.sms_per_tpc), None, "none"
+
+
+def build_setup(args: DuetArgs, *, model_path: str, tp_size: int, device: str, gpu_id: int,
+                token_budget: int) -> DuetSetup:
+    hardware = detect_hardware(args.hardware, device, gpu_id)
+    model = ModelSpec.from_hf_config(model_path, tp=tp_size)
+    calibration = Calibration.load(args.calibration) if args.calibration else None
+    latency = LatencyModel(hardware, model, calibration)
+    sm_menu, partitions, backend = build_menu(args, hardware, device, gpu_id)
+    policy = DuetPolicy(
+        mode=args.mode,
+        tbt_slo_s=args.tbt_slo_s,
+        token_budget=token_budget,
+        max_lookahead=args.max_lookahead,
+        latency=latency,
+        menu=sm_menu,
+        correction=args.online_correction,
+    )
+    return DuetSetup(policy, hardware, model, partitions, backend)

@@ -1,0 +1,149 @@
+"""The embedded default model: a tiny random-weight Qwen3 with an offline-trained BPE tokenizer.
+
+Used on machines without a GPU, and as the correctness oracle in tests (fp32 weights drawn with
+std 0.2, so greedy decoding does not collapse onto one repeated token). Nothing is downloaded:
+the tokenizer is trained with the `tokenizers` library on Python standard-library sources that
+ship with every interpreter.
+
+    python -m sglang_duet.tiny_model OUT_DIR [--seed S]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import inspect
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1  # bump when the recipe changes, so cached copies are rebuilt
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+MODEL_CONFIG = dict(
+    vocab_size=2048,
+    hidden_size=64,
+    intermediate_size=128,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    max_position_embeddings=4096,
+    tie_word_embeddings=True,
+    initializer_range=0.2,
+    rope_theta=10000.0,
+)
+
+
+def _corpus() -> list[str]:
+    """Fixed training text: sources of a few stdlib modules (stable for one Python build)."""
+    import argparse as m1
+    import json.decoder as m2
+    import string as m3
+    import textwrap as m4
+
+    return [inspect.getsource(m) for m in (m1, m2, m3, m4)]
+
+
+def build_tokenizer(out_dir: Path) -> None:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=MODEL_CONFIG["vocab_size"],
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+    )
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(str(out_dir))
+
+
+def build_model(out_dir: Path, seed: int) -> None:
+    import torch
+    from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+    eos_id = SPECIAL_TOKENS.index("<|endoftext|>")
+    cfg = Qwen3Config(**MODEL_CONFIG, bos_token_id=eos_id, eos_token_id=eos_id,
+                      torch_dtype="float32")
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(cfg).to(torch.float32)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    GenerationConfig(bos_token_id=eos_id, eos_token_id=eos_id, do_sample=False).save_pretrained(
+        str(out_dir)
+    )
+
+
+def write_tiny_model(out_dir: str | os.PathLike, seed: int = 0) -> Path:
+    """Write the tiny model and tokenizer to `out_dir` (deterministic for a seed)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    build_tokenizer(out)
+    build_model(out, seed)
+    (out / "sglang_duet_tiny.json").write_text(
+        json.dumps({"format_version": FORMAT_VERSION, "seed": seed}) + "\n"
+    )
+    return out
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("SGLANG_DUET_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "sglang_duet"
+    )
+    return Path(root)
+
+
+def default_model_path(seed: int = 0) -> Path:
+    """Build once (under a file lock), then reuse, the embedded model in the cache directory."""
+    target = cache_dir() / f"tiny-qwen3-v{FORMAT_VERSION}-s{seed}"
+    marker = target / "sglang_duet_tiny.json"
+    if marker.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{target.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return target
+        logger.info("building the embedded tiny model in %s (once)", target)
+        tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
+        try:
+            write_tiny_model(tmp, seed)
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp, target)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m sglang_duet.tiny_model", description=__doc__)
+    p.add_argument("out_dir")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    path = write_tiny_model(args.out_dir, args.seed)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()
