@@ -10,6 +10,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 sys.path.insert(0, ROOT)  # `benchmark.*` modules
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `helpers.*`
 
 
 def _has_cuda() -> bool:
@@ -27,3 +28,44 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# ---- real servers (started lazily, one per test session) -----------------------------------
+
+CHUNK = 64  # small chunked-prefill size so that test prompts get chunked
+
+
+def _server(request, args, stock=False):
+    from helpers.server import Server
+
+    srv = Server(args, stock=stock).start()
+    request.addfinalizer(srv.stop)
+    return srv
+
+
+@pytest.fixture(scope="session")
+def duet_server(request):
+    """sglang-duet on the embedded model, default duet flags (adaptive, SLO 100 ms)."""
+    return _server(request, ["--chunked-prefill-size", str(CHUNK), "--enable-metrics"])
+
+
+@pytest.fixture(scope="session")
+def stock_server(request):
+    """Stock `python -m sglang.launch_server` on the same embedded model and chunk size."""
+    from sglang_duet.tiny_model import default_model_path
+
+    return _server(
+        request,
+        ["--model-path", str(default_model_path()), "--chunked-prefill-size", str(CHUNK)],
+        stock=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def spatial_server(request):
+    """Forced spatial mode with look-ahead 4."""
+    return _server(
+        request,
+        ["--chunked-prefill-size", str(CHUNK), "--duet-mode", "spatial",
+         "--duet-max-lookahead", "4", "--enable-metrics"],
+    )

@@ -1,0 +1,114 @@
+"""Cost of one LatencyModel prediction on the CPU (target: <= 30 us median for 256 requests).
+
+    PYTHONPATH=python python benchmark/latency_model/prediction_cost.py [--requests 256]
+
+Writes benchmark/results/latency_model/prediction_cost.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "python"))
+
+from sglang_duet.latency import Batch, LatencyModel, get_hardware, get_model  # noqa: E402
+
+
+@dataclass(frozen=True)
+class BenchArgs:
+    requests: int = 256
+    prefills: int = 8  # of the requests, how many are prefill chunks (the rest decode)
+    calls: int = 5000
+    seed: int = 0
+    model: str = "qwen3-8b"
+    hardware: str = "h100-sxm"
+    out: str = str(ROOT / "benchmark/results/latency_model/prediction_cost.json")
+
+    @staticmethod
+    def add_cli_args(p: argparse.ArgumentParser) -> None:
+        for f in fields(BenchArgs):
+            p.add_argument(f"--{f.name.replace('_', '-')}", type=type(f.default), default=f.default)
+
+    @classmethod
+    def from_cli_args(cls, ns: argparse.Namespace) -> BenchArgs:
+        return cls(**{f.name: getattr(ns, f.name) for f in fields(cls)})
+
+
+def _time(fn, calls: int) -> dict[str, float]:
+    for _ in range(min(200, calls)):  # warm up (rate caches, allocator)
+        fn()
+    samples = []
+    clock = time.perf_counter_ns
+    for _ in range(calls):
+        t0 = clock()
+        fn()
+        samples.append(clock() - t0)
+    samples.sort()
+    return {
+        "median_us": statistics.median(samples) / 1e3,
+        "p10_us": samples[len(samples) // 10] / 1e3,
+        "p90_us": samples[len(samples) * 9 // 10] / 1e3,
+        "min_us": samples[0] / 1e3,
+    }
+
+
+def run(args: BenchArgs) -> dict[str, object]:
+    rng = np.random.default_rng(args.seed)
+    n_dec = args.requests - args.prefills
+    q = np.concatenate([np.ones(n_dec, np.int64), rng.integers(64, 2048, args.prefills)])
+    c = rng.integers(0, 32768, args.requests)
+    mixed = Batch(q, c)
+    decode = Batch(np.ones(args.requests, np.int64), c)
+    pairs = mixed.pairs()
+    lm = LatencyModel(get_hardware(args.hardware), get_model(args.model))
+    small = Batch(q[:32], c[:32])
+    cases = {
+        "predict_mixed_batch": lambda: lm.predict(mixed),
+        "predict_decode_batch": lambda: lm.predict(decode),
+        "predict_mixed_batch_66_sms": lambda: lm.predict(mixed, 66),
+        "predict_from_pairs": lambda: lm.predict(pairs),  # includes building the Batch
+        "build_batch_from_arrays": lambda: Batch(q, c),
+        "predict_concurrent": lambda: lm.predict_concurrent(decode, small, 40, 92),
+    }
+    results = {name: _time(fn, args.calls) for name, fn in cases.items()}
+    return {
+        "config": asdict(args),
+        "target_us": 30.0,
+        "headline": "predict_mixed_batch",
+        "results": results,
+        "env": {
+            "python": platform.python_version(),
+            "numpy": np.__version__,
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "loadavg": os.getloadavg(),
+        },
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    BenchArgs.add_cli_args(p)
+    args = BenchArgs.from_cli_args(p.parse_args())
+    report = run(args)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    for name, r in report["results"].items():
+        print(f"{name:<28} median {r['median_us']:7.2f} us  p10 {r['p10_us']:7.2f}  "
+              f"p90 {r['p90_us']:7.2f}")
+    print(f"loadavg {report['env']['loadavg']}; wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""Decision cost of DuetPolicy.plan() on this CPU.
+
+Times ``plan()`` over many iterations while the running decodes advance one token per iteration
+(as in serving), for the issue's workload -- 256 running decodes with contexts 1K-32K plus 8
+waiting prompts -- at TBT SLOs that exercise each decision path, plus the issue's scenarios.
+Writes median / p95 / p99 microseconds to ``benchmark/results/policy/decision_cost.json``.
+
+    PYTHONPATH=python python benchmark/policy/decision_cost.py [--iters 2000] [--out PATH]
+
+p99 on a shared CPU includes OS preemption (about one 4 ms scheduler slice per preemption).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+from sglang_duet.policy import DuetPolicy, ReqState  # noqa: E402
+
+DEFAULT_OUT = os.path.join(ROOT, "benchmark", "results", "policy", "decision_cost.json")
+
+
+def issue_workload(seed: int = 0) -> tuple[list[ReqState], list[ReqState]]:
+    """256 running decodes, contexts uniform in 1K-32K, and 8 waiting prompts of 0.5K-8K."""
+    rng = random.Random(seed)
+    decodes = []
+    for i in range(256):
+        ctx = rng.randint(1024, 32768)
+        gen = rng.randint(1, min(512, ctx - 1))
+        decodes.append(ReqState(f"d{i}", ctx - gen + 1, ctx - gen + 1, gen))
+    waiting = [ReqState(f"w{i}", rng.randint(512, 8192), 0, 0) for i in range(8)]
+    return decodes, waiting
+
+
+def uniform_workload(n: int, ctx: int, prompts: list[int]) -> tuple[list[ReqState], list[ReqState]]:
+    decodes = [ReqState(f"d{i}", ctx, ctx, 1) for i in range(n)]
+    waiting = [ReqState(f"w{i}", p, 0, 0) for i, p in enumerate(prompts)]
+    return decodes, waiting
+
+
+def advance(decodes: list[ReqState]) -> list[ReqState]:
+    return [ReqState(r.rid, r.prompt_len, r.computed, r.generated + 1) for r in decodes]
+
+
+def time_plans(
+    pol: DuetPolicy, decodes: list[ReqState], waiting: list[ReqState], iters: int
+) -> dict[str, object]:
+    for _ in range(50):  # warm-up: rate caches, search hints
+        pol.plan(decodes, waiting)
+    samples: list[float] = []
+    modes: Counter[str] = Counter()
+    for _ in range(iters):
+        t0 = time.perf_counter_ns()
+        plan = pol.plan(decodes, waiting)
+        samples.append((time.perf_counter_ns() - t0) / 1e3)
+        modes[plan.mode] += 1
+        decodes = advance(decodes)
+    samples.sort()
+    return {
+        "iters": iters,
+        "median_us": round(statistics.median(samples), 1),
+        "p95_us": round(samples[int(0.95 * (len(samples) - 1))], 1),
+        "p99_us": round(samples[int(0.99 * (len(samples) - 1))], 1),
+        "mean_us": round(statistics.fmean(samples), 1),
+        "modes": dict(modes),
+        "example": {k: v for k, v in plan.to_dict().items() if k not in ("decode_rids",)},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--out", default=DEFAULT_OUT)
+    args = ap.parse_args()
+
+    cases = []
+    dec, wait = issue_workload()
+    # tau = 100 ms: even the decodes alone miss it (about 2e4 tokens of KV per request average:
+    # 256 x ~17K contexts); 0.4 s: spatial; 0.6 s: the mixed batch fits.
+    for tau in (0.1, 0.4, 0.6):
+        cases.append((f"issue: 256 decodes 1K-32K + 8 waiting, tau={tau}s", tau, dec, wait))
+    d2, w2 = uniform_workload(256, 1024, [4096] * 8)
+    cases.append(("256 decodes at 1K + 8 x 4K waiting, tau=0.05s", 0.05, d2, w2))
+    d3, w3 = uniform_workload(64, 4096, [8192])
+    cases.append(("64 decodes at 4K + 8K prompt, tau=0.1s", 0.1, d3, w3))
+    d4, w4 = uniform_workload(128, 2048, [32768])
+    cases.append(("mooncake: 128 decodes at 2K + 32K prompt, tau=0.1s", 0.1, d4, w4))
+
+    results = []
+    for name, tau, decodes, waiting in cases:
+        pol = DuetPolicy.build("adaptive", tau)
+        row = {"case": name, "tbt_slo_s": tau, **time_plans(pol, decodes, waiting, args.iters)}
+        results.append(row)
+        print(
+            f"{name:58s} median {row['median_us']:7.1f} us  p99 {row['p99_us']:7.1f} us  "
+            f"{row['modes']}"
+        )
+
+    out = {
+        "benchmark": "policy.decision_cost",
+        "hardware_model": "h100-sxm",
+        "model": "qwen3-8b",
+        "menu": "TPC masks (2..130 SMs, step 2)",
+        "headline": results[0]["case"],
+        "headline_median_us": results[0]["median_us"],
+        "headline_p99_us": results[0]["p99_us"],
+        "worst_median_us": max(r["median_us"] for r in results),
+        "cases": results,
+        "host": {
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "processor": platform.processor(),
+            "cpus": os.cpu_count(),
+        },
+    }
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(out, f, indent=2)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

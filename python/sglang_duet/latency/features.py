@@ -1,0 +1,123 @@
+"""The latency model as a function of its calibration parameters, over many samples at once.
+
+Every sample's prediction is ``sum_i max(uF_i * xc[k_i], uB_i / g(S) * xb[k_i]) + link * x_link
++ n_ar * latency + overhead`` where (uF_i, uB_i) are operator instances' times at 100% efficiency
+on the whole device's bandwidth, k_i their class, x = 1 / efficiency and g the bandwidth curve.
+`LatencyModel.predict` computes the same sum one batch at a time; a test keeps them equal.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .calibration import CLASSES, Calibration
+from .hardware import HardwareSpec, bandwidth_curve, get_hardware
+from .model import MODELS, ModelSpec, get_model
+from .ops import (
+    allreduce_link_bytes,
+    attention_coeffs,
+    layer_token_ops,
+    lm_head_ops,
+    logits_gather_link_bytes,
+)
+from .samples import Sample
+
+# Calibration parameters in design-matrix column order: two per class (inverse efficiencies),
+# then the link's inverse efficiency, the all-reduce latency and the per-iteration overhead.
+PARAMS = tuple(f"{k}_{p}" for k in CLASSES for p in ("compute", "bw")) + (
+    "link", "allreduce_latency_s", "iteration_overhead_s")
+N_INV = 2 * len(CLASSES) + 1  # parameters stored as 1 / efficiency
+_CLS = {k: i for i, k in enumerate(CLASSES)}
+
+
+def resolve_model(name: str, tp: int) -> ModelSpec:
+    """A built-in model name, or a path to a Hugging Face config / model directory."""
+    if name in MODELS or not os.path.exists(name):
+        return get_model(name, tp)
+    return ModelSpec.from_hf_config(name, tp=tp)
+
+
+@dataclass(frozen=True, eq=False)
+class Features:
+    """Operator instances of many samples, flattened."""
+
+    hardware: HardwareSpec
+    frac: np.ndarray  # per sample: usable SM fraction
+    seconds: np.ndarray  # per sample: measured (or target) time
+    row: np.ndarray  # per instance: sample index
+    cls: np.ndarray  # per instance: class index
+    u_f: np.ndarray  # per instance: compute seconds at efficiency 1
+    u_b: np.ndarray  # per instance: memory seconds at efficiency 1 and full-device bandwidth
+    link: np.ndarray  # per sample: link seconds at efficiency 1
+    n_ar: np.ndarray  # per sample: number of collective launches
+
+    @property
+    def n(self) -> int:
+        return int(self.seconds.size)
+
+    def to_vector(self, cal: Calibration) -> np.ndarray:
+        inv = [1.0 / getattr(cal, p) for p in PARAMS[:N_INV]]
+        return np.array(inv + [cal.allreduce_latency_s, cal.iteration_overhead_s])
+
+    def curve(self, knee: float, hill: float) -> np.ndarray:
+        """Per-instance 1 / g(S) for a bandwidth curve."""
+        g = np.array([bandwidth_curve(f, knee, hill) for f in self.frac])
+        return (1.0 / g)[self.row]
+
+    def predict(self, x: np.ndarray, inv_g: np.ndarray) -> np.ndarray:
+        """Per-sample seconds for parameter vector `x` and per-instance 1/g."""
+        t = np.maximum(self.u_f * x[2 * self.cls], self.u_b * inv_g * x[2 * self.cls + 1])
+        out = np.bincount(self.row, weights=t, minlength=self.n)
+        return out + self.link * x[N_INV - 1] + self.n_ar * x[N_INV] + x[N_INV + 1]
+
+
+def build_features(samples: Sequence[Sample], seconds: np.ndarray | None = None) -> Features:
+    """Flatten samples (all on one hardware) into operator instances."""
+    names = sorted({s.hardware for s in samples})
+    if len(names) != 1:
+        raise ValueError(f"samples must come from one hardware, got {', '.join(names)}")
+    hw = get_hardware(names[0])
+    rows, cls, u_f, u_b = [], [], [], []
+    frac, link, n_ar = [], [], []
+    for i, s in enumerate(samples):
+        m = resolve_model(s.model, s.tp)
+        b = s.batch
+        sms = hw.usable_sms(s.sms)
+        compute = hw.compute(sms)
+        L, T, n_rows = m.num_layers, b.tokens, b.n_sample
+        frac.append(sms / hw.num_sms)
+        for ops, count, mult in ((layer_token_ops(m), T, L), (lm_head_ops(m), n_rows, 1)):
+            if count == 0:
+                continue
+            for op in ops:
+                rows.append(np.array([i]))
+                cls.append(np.array([_CLS[op.cls]]))
+                u_f.append(np.array([mult * op.f * count / compute]))
+                u_b.append(np.array([mult * (op.b * count + op.w) / hw.hbm_bw]))
+        live = b.q > 0
+        if live.any():
+            a = attention_coeffs(m)
+            k = np.where(b.is_decode[live], _CLS["attn_decode"], _CLS["attn_prefill"])
+            rows.append(np.full(k.size, i))
+            cls.append(k)
+            u_f.append(L * a.flops_per_attended * b.attended[live] / compute)
+            u_b.append(L * (a.bytes_per_q * b.qf[live] + a.bytes_per_kv * b.kvf[live]) / hw.hbm_bw)
+        gather = logits_gather_link_bytes(m, n_rows)
+        link.append((L * 2 * allreduce_link_bytes(m, T) + gather) / hw.link_bw)
+        n_ar.append(0 if m.tp == 1 else 2 * L + (1 if n_rows else 0))
+    secs = np.array([s.seconds for s in samples]) if seconds is None else np.asarray(seconds)
+    return Features(
+        hardware=hw,
+        frac=np.array(frac),
+        seconds=secs.astype(np.float64),
+        row=np.concatenate(rows).astype(np.int64),
+        cls=np.concatenate(cls).astype(np.int64),
+        u_f=np.concatenate(u_f).astype(np.float64),
+        u_b=np.concatenate(u_b).astype(np.float64),
+        link=np.array(link, dtype=np.float64),
+        n_ar=np.array(n_ar, dtype=np.float64),
+    )

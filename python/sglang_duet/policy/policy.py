@@ -1,0 +1,298 @@
+"""DuetPolicy: every iteration, aggregated or spatially multiplexed, and with which split.
+
+``plan(decodes, waiting)``:
+
+1. nothing to run -> ``idle``; no running decodes -> ``aggregated`` (the prefill batch alone on
+   the whole GPU); decodes but no prompt work -> ``decode_only`` (``aggregated`` in aggregated
+   mode).
+2. ``aggregated`` mode: plain chunked-prefill batch (``batching.form_chunked_batch``), always.
+3. ``adaptive`` mode: predict the mixed chunked-prefill batch on the whole GPU; if it meets the
+   TBT SLO tau -> ``aggregated``. Otherwise ``PartitionOptimizer`` looks for a feasible spatial
+   plan (decode step t_d <= tau under contention) whose prefill side is a prefill-only batch of
+   the same chunks the mixed batch would have held (``token_budget`` minus the decodes, so every
+   plan keeps at most ``token_budget`` tokens per forward pass). None feasible: ``decode_only``
+   if the decodes alone on the whole GPU meet tau (prefill waits), else the candidate with the
+   smallest predicted TBT.
+4. ``spatial`` mode (tests, experiments): a spatial plan whenever both phases have work -- the
+   best feasible one, else the best objective over the whole menu even though it misses tau.
+
+Predictions are multiplied by the online correction factors (``correction.Correction``) fed by
+``observe``. Times are seconds, partitions SMs.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from ..latency import Batch
+from .batching import chunk_waiting
+from .correction import Correction
+from .menu import SmMenu
+from .optimizer import PartitionOptimizer, SpatialChoice
+from .plan import BatchPlan
+from .state import PrefillChunk, ReqState
+
+if TYPE_CHECKING:
+    from ..latency import LatencyModel
+
+POLICY_MODES: tuple[str, ...] = ("adaptive", "aggregated", "spatial")
+_ISSUED_KEEP = 64  # plans whose correction factors are remembered for observe()
+
+
+class DuetPolicy:
+    def __init__(
+        self,
+        mode: str,
+        tbt_slo_s: float,
+        token_budget: int = 8192,
+        max_lookahead: int = 4,
+        latency: LatencyModel | None = None,
+        menu: SmMenu | None = None,
+        correction: bool = True,
+    ) -> None:
+        if mode not in POLICY_MODES:
+            raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
+        if tbt_slo_s <= 0:
+            raise ValueError(f"tbt_slo_s must be > 0, got {tbt_slo_s}")
+        if token_budget < 1:
+            raise ValueError(f"token_budget must be >= 1, got {token_budget}")
+        if latency is None:
+            raise TypeError("DuetPolicy needs a LatencyModel (or use DuetPolicy.build)")
+        hw = latency.hardware
+        if menu is None:
+            menu = SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc)
+        if menu.total_sms != hw.num_sms:
+            raise ValueError(f"menu has {menu.total_sms} SMs, {hw.name} has {hw.num_sms}")
+        self.mode = mode
+        self.tbt_slo_s = float(tbt_slo_s)
+        self.token_budget = int(token_budget)
+        self.max_lookahead = int(max_lookahead)
+        self.latency = latency
+        self.menu = menu
+        self.total_sms = menu.total_sms
+        self.correction = Correction(enabled=correction)
+        self.optimizer = PartitionOptimizer(menu, self.tbt_slo_s, self.max_lookahead)
+        self._issued: OrderedDict[int, tuple[BatchPlan, float, float]] = OrderedDict()
+
+    @classmethod
+    def build(
+        cls,
+        mode: str,
+        tbt_slo_s: float,
+        hardware: str = "h100-sxm",
+        model: str = "qwen3-8b",
+        tp: int = 1,
+        menu: SmMenu | None = None,
+        token_budget: int = 8192,
+        max_lookahead: int = 4,
+        correction: bool = True,
+    ) -> DuetPolicy:
+        """Policy over the built-in ``LatencyModel(get_hardware(hardware), get_model(model, tp))``;
+        default menu: TPC masks of that GPU."""
+        from ..latency import LatencyModel, get_hardware, get_model
+
+        latency = LatencyModel(get_hardware(hardware), get_model(model, tp=tp))
+        return cls(mode, tbt_slo_s, token_budget, max_lookahead, latency, menu, correction)
+
+    # --- planning --------------------------------------------------------------------------
+    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState]) -> BatchPlan:
+        """The plan of the next iteration for the running ``decodes`` and the FIFO ``waiting``
+        queue (see the module docstring). Deterministic for the same inputs and factors."""
+        n_d = len(decodes)
+        chunks, completes = chunk_waiting(waiting, self.token_budget - n_d)
+        rids = tuple([r.rid for r in decodes])
+        if not chunks:
+            if n_d == 0:
+                return BatchPlan.idle()
+            why = "decodes fill the token budget" if _has_prompt(waiting) else "no prompt work"
+            dec = _decode_batch(decodes)
+            if self.mode == "aggregated":
+                return self._aggregated(rids, (), dec, why)
+            return self._decode_only(rids, self._predict_alone(dec), why)
+        pre = Batch([ch.length for ch in chunks], [ch.start for ch in chunks], list(completes))
+        if n_d == 0:
+            return self._aggregated(rids, chunks, pre, "no running decodes")
+        dec = _decode_batch(decodes)
+        if self.mode == "aggregated":
+            return self._aggregated(rids, chunks, dec.concat(pre), "aggregated mode")
+        if self.mode == "spatial":
+            return self._spatial_search(rids, chunks, dec, completes, pre, None, forced=True)
+        tau = self.tbt_slo_s
+        f_agg = self.correction.factor("aggregated", "total")
+        # The prefill rows alone bound the mixed batch from below: skip building it when they
+        # already miss tau (the usual case once spatial plans are needed).
+        agg: BatchPlan | None = None
+        if self.latency.predict(pre).total_s * f_agg <= tau:
+            agg = self._aggregated(rids, chunks, dec.concat(pre), "")
+            if agg.predicted_total_s <= tau:
+                return self._with_reason(agg, f"mixed batch meets tau={_ms(tau)}")
+        return self._spatial_search(rids, chunks, dec, completes, pre, agg, forced=False)
+
+    def _spatial_search(
+        self,
+        rids: tuple[str, ...],
+        chunks: tuple[PrefillChunk, ...],
+        dec: Batch,
+        completes: tuple[bool, ...],
+        pre: Batch,
+        agg: BatchPlan | None,
+        forced: bool,
+    ) -> BatchPlan:
+        tau = self.tbt_slo_s
+        factor = self.correction.factor
+        f_d, f_p = factor("spatial", "decode"), factor("spatial", "prefill")
+        f_do, f_agg = factor("decode_only", "decode"), factor("aggregated", "total")
+        t_alone = 0.0
+        if not forced:
+            # Decodes alone on the whole GPU bound every plan's TBT from below (fewer SMs and
+            # contention only slow them down): when even that misses tau, skip the search.
+            t_alone = self._predict_alone(dec)
+            if t_alone > tau and f_do <= min(f_d, f_agg):
+                why = f"nothing meets tau={_ms(tau)}; decodes alone (smallest TBT), prefill waits"
+                return self._decode_only(rids, t_alone, why)
+        predict_concurrent = self.latency.predict_concurrent
+        total = self.total_sms
+        batches: dict[int, Batch] = {sum(c.length for c in chunks): pre}
+
+        def evaluate(sms_d: int, ch: tuple[PrefillChunk, ...]) -> tuple[float, float]:
+            n_tok = sum(c.length for c in ch)
+            pb = batches.get(n_tok)
+            if pb is None:  # a shrunk FIFO prefix: its last chunk no longer completes
+                flags = [completes[j] and ch[j] == chunks[j] for j in range(len(ch))]
+                pb = batches[n_tok] = Batch([c.length for c in ch], [c.start for c in ch], flags)
+            bd, bp = predict_concurrent(dec, pb, sms_d, total - sms_d)
+            return bd.total_s * f_d, bp.total_s * f_p
+
+        choice = self.optimizer.optimize(len(rids), chunks, evaluate, exhaustive=forced)
+        if choice.feasible:
+            why = f"t_d={_ms(choice.decode_s)} <= tau={_ms(tau)}"
+            if not forced:
+                why = f"mixed batch > tau={_ms(tau)}; " + why
+            if choice.shrunk:
+                why += "; prefill shrunk to fit k decode steps"
+            return self._spatial(rids, choice, f_d, f_p, why)
+        if forced:
+            why = f"forced spatial; no split meets tau={_ms(tau)} (t_d={_ms(choice.decode_s)})"
+            return self._spatial(rids, choice, f_d, f_p, why)
+        if t_alone <= tau:
+            why = f"no split meets tau={_ms(tau)}; decodes alone do, prefill waits"
+            return self._decode_only(rids, t_alone, why)
+        # Nothing meets tau: smallest predicted TBT (ties: the plan that also prefills).
+        why = f"nothing meets tau={_ms(tau)}; smallest predicted TBT"
+        if agg is None:
+            agg = self._aggregated(rids, chunks, dec.concat(pre), why)
+        cands: list[tuple[float, int, BatchPlan]] = [
+            (choice.decode_s, 0, self._spatial(rids, choice, f_d, f_p, why)),
+            (agg.predicted_total_s, 1, self._with_reason(agg, why)),
+            (t_alone, 2, self._decode_only(rids, t_alone, why)),
+        ]
+        return min(cands, key=lambda t: (t[0], t[1]))[2]
+
+    def _predict_alone(self, dec: Batch) -> float:
+        """Corrected time of one decode step on the whole GPU."""
+        return self.latency.predict(dec).total_s * self.correction.factor("decode_only", "decode")
+
+    # --- plan constructors ------------------------------------------------------------------
+    def _aggregated(
+        self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], batch: Batch, reason: str
+    ) -> BatchPlan:
+        f = self.correction.factor("aggregated", "total")
+        t = self.latency.predict(batch).total_s * f
+        total = self.total_sms
+        plan = BatchPlan("aggregated", rids, chunks, total, total, 1, t, t, t, reason)
+        return self._remember(plan, f, f)
+
+    def _decode_only(self, rids: tuple[str, ...], t: float, reason: str) -> BatchPlan:
+        f = self.correction.factor("decode_only", "decode")
+        plan = BatchPlan("decode_only", rids, (), self.total_sms, 0, 1, t, t, 0.0, reason)
+        return self._remember(plan, f, 1.0)
+
+    def _spatial(
+        self, rids: tuple[str, ...], ch: SpatialChoice, f_d: float, f_p: float, reason: str
+    ) -> BatchPlan:
+        plan = BatchPlan(
+            "spatial", rids, ch.prefill, ch.sms_decode, ch.sms_prefill, ch.lookahead,
+            ch.total_s, ch.decode_s, ch.prefill_s, reason,
+        )  # fmt: skip
+        return self._remember(plan, f_d, f_p)
+
+    def _remember(self, plan: BatchPlan, f_a: float, f_b: float) -> BatchPlan:
+        """Keep the correction factors a plan was predicted with, so that ``observe`` recovers
+        the raw prediction exactly even when factors moved in between (bounded memory)."""
+        issued = self._issued
+        issued[id(plan)] = (plan, f_a, f_b)
+        if len(issued) > _ISSUED_KEEP:
+            issued.popitem(last=False)
+        return plan
+
+    def _with_reason(self, plan: BatchPlan, reason: str) -> BatchPlan:
+        f_a, f_b = self._factors_used(plan)
+        return self._remember(replace(plan, reason=reason), f_a, f_b)
+
+    def _factors_used(self, plan: BatchPlan) -> tuple[float, float]:
+        entry = self._issued.get(id(plan))
+        if entry is not None and entry[0] is plan:
+            return entry[1], entry[2]
+        factor = self.correction.factor
+        if plan.mode == "aggregated":
+            f = factor("aggregated", "total")
+            return f, f
+        if plan.mode == "decode_only":
+            return factor("decode_only", "decode"), 1.0
+        return factor("spatial", "decode"), factor("spatial", "prefill")
+
+    # --- correction --------------------------------------------------------------------------
+    def observe(
+        self,
+        plan: BatchPlan,
+        measured_s: float,
+        decode_s: float | None = None,
+        prefill_s: float | None = None,
+    ) -> None:
+        """Feed back the measured wall time of an executed plan (seconds).
+
+        ``decode_s``: measured time of one decode step (mean over the plan's k steps);
+        ``prefill_s``: measured time of the prefill batch. For a spatial plan without them,
+        ``measured_s`` is attributed to the phase predicted to be critical (``measured_s / k``
+        per decode step, or the prefill batch).
+        """
+        if plan.mode == "idle" or not self.correction.enabled:
+            return
+        f_a, f_b = self._factors_used(plan)
+        upd = self.correction.update
+        if plan.mode == "aggregated":
+            upd("aggregated", "total", measured_s, plan.predicted_total_s / f_a)
+        elif plan.mode == "decode_only":
+            step = decode_s if decode_s is not None else measured_s / plan.lookahead
+            upd("decode_only", "decode", step, plan.predicted_decode_s / f_a)
+        else:
+            k = plan.lookahead
+            raw_d = plan.predicted_decode_s / f_a
+            raw_p = plan.predicted_prefill_s / f_b
+            if decode_s is None and prefill_s is None:
+                if k * plan.predicted_decode_s >= plan.predicted_prefill_s:
+                    decode_s = measured_s / k
+                else:
+                    prefill_s = measured_s
+            if decode_s is not None:
+                upd("spatial", "decode", decode_s, raw_d)
+            if prefill_s is not None:
+                upd("spatial", "prefill", prefill_s, raw_p)
+
+
+# --- helpers ---------------------------------------------------------------------------------
+def _ms(t: float) -> str:
+    return f"{t * 1e3:.1f}ms"
+
+
+def _has_prompt(waiting: Sequence[ReqState]) -> bool:
+    return any(r.prompt_len > r.computed for r in waiting)
+
+
+def _decode_batch(decodes: Sequence[ReqState]) -> Batch:
+    """q = 1 over c = prompt_len + generated - 1 per running decode (see state.py)."""
+    ctx = [r.prompt_len + r.generated - 1 for r in decodes]
+    return Batch([1] * len(ctx), ctx)

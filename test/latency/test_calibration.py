@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
+from sglang_duet.latency.fit import calibrate, fit_efficiencies, relative_errors
+from sglang_duet.latency.samples import (
+    Sample,
+    format_batch,
+    parse_batch,
+    read_samples,
+    write_samples,
+)
+
+TRUE = Calibration(
+    gemm_compute=0.62, gemm_bw=0.78, elementwise_bw=0.70, attn_prefill_compute=0.52,
+    attn_decode_bw=0.66, link=0.70, iteration_overhead_s=40e-6, bw_knee=0.2, bw_hill=2.5,
+)
+EXCITED = ("gemm_compute", "gemm_bw", "elementwise_bw", "attn_prefill_compute", "attn_decode_bw")
+
+
+def _synthetic(cal: Calibration, sms_list=(None, 66, 32, 16), tps=(1,), noise=0.0, seed=0):
+    """Samples a model with calibration `cal` would measure on an H200."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for tp in tps:
+        lm = LatencyModel(get_hardware("h200"), get_model("qwen3-8b", tp), cal)
+        batches = [Batch.prefill(q, c) for q in (512, 2048, 8192) for c in (0, 8192)]
+        batches += [Batch.decode(n, c) for n in (1, 8, 64) for c in (1024, 8192, 32768)]
+        batches.append(Batch.from_pairs([(1, 4096)] * 16 + [(1024, 0)]))
+        for sms in sms_list:
+            for b in batches:
+                t = lm.predict(b, sms).total_s * float(np.exp(rng.normal(0.0, noise)))
+                out.append(Sample("h200", "qwen3-8b", tp, sms, b, t))
+    return out
+
+
+class TestFit:
+    def test_recovers_known_factors_and_curve(self):
+        cal = fit_efficiencies(_synthetic(TRUE))
+        for key in EXCITED + ("bw_knee", "bw_hill"):
+            assert getattr(cal, key) == pytest.approx(getattr(TRUE, key), rel=0.02), key
+        assert cal.iteration_overhead_s == pytest.approx(TRUE.iteration_overhead_s, rel=0.02)
+
+    def test_unexercised_factors_keep_the_prior(self):
+        prior = Calibration(attn_decode_compute=0.33)
+        cal = fit_efficiencies(_synthetic(TRUE), prior=prior)
+        assert cal.attn_decode_compute == 0.33  # decode attention is never compute-bound here
+        assert cal.link == prior.link  # no TP samples
+
+    def test_recovers_link_with_tp(self):
+        cal = fit_efficiencies(_synthetic(TRUE, sms_list=(None,), tps=(1, 2)))
+        assert cal.link == pytest.approx(TRUE.link, rel=0.02)
+        assert cal.gemm_compute == pytest.approx(TRUE.gemm_compute, rel=0.02)
+        assert cal.bw_knee is None  # no partitioned samples: the curve is not refitted
+
+    def test_heldout_errors_with_noise(self):
+        samples = _synthetic(TRUE, noise=0.03, seed=1)
+        result = calibrate(samples)
+        assert result.n_heldout == len(samples) // 5
+        assert 0.005 < result.heldout_mape < 0.06
+        assert result.heldout_p90 >= result.heldout_mape * 0.9
+        # the dominant factors survive the noise; elementwise ops (<10% of any sample) do not
+        for key in ("gemm_compute", "gemm_bw", "attn_prefill_compute", "attn_decode_bw"):
+            assert getattr(result.calibration, key) == pytest.approx(getattr(TRUE, key), rel=0.1)
+
+    def test_default_calibration_misfits_synthetic_truth(self):
+        # the fit is doing the work: the prior alone is far off these samples
+        assert relative_errors(_synthetic(TRUE), Calibration()).mean() > 0.05
+
+    def test_one_hardware_per_fit(self):
+        s = _synthetic(TRUE, sms_list=(None,))
+        other = Sample("h100-sxm", "qwen3-8b", 1, None, Batch.prefill(10), 0.01)
+        with pytest.raises(ValueError, match="one hardware"):
+            fit_efficiencies(s + [other])
+
+
+class TestPersistence:
+    def test_round_trip_by_path_and_name(self, tmp_path):
+        path = tmp_path / "h200-test.json"
+        TRUE.save(path)
+        assert Calibration.load(path) == TRUE
+        assert Calibration.load("h200-test", search_dir=tmp_path) == TRUE
+        assert json.loads(path.read_text())["gemm_compute"] == 0.62
+
+    def test_default_is_builtin(self, tmp_path):
+        assert Calibration.load("default", search_dir=tmp_path) == Calibration()
+
+    def test_unknown_name(self, tmp_path):
+        (tmp_path / "mine.json").write_text(json.dumps({"name": "mine"}))
+        with pytest.raises(ValueError, match="mine"):
+            Calibration.load("yours", search_dir=tmp_path)
+
+    def test_rejects_bad_values(self, tmp_path):
+        with pytest.raises(ValueError, match="unknown calibration keys"):
+            Calibration.from_dict({"gemm_speed": 1.0})
+        with pytest.raises(ValueError):
+            Calibration(gemm_compute=0.0)
+        with pytest.raises(ValueError):
+            Calibration(bw_knee=0.2)
+
+    def test_calibration_changes_predictions(self):
+        hw, m = get_hardware("h100-sxm"), get_model("qwen3-8b")
+        slow = Calibration(gemm_compute=0.375)
+        b = [(8192, 0)]
+        t0 = LatencyModel(hw, m).predict(b)
+        t1 = LatencyModel(hw, m, slow).predict(b)
+        assert t1.token_ops_s > 1.8 * (t0.token_ops_s - 0.03)
+        assert t1.attention_s == t0.attention_s
+
+
+class TestSamplesCsv:
+    def test_parse_and_format(self):
+        b = parse_batch("8x1@32768;2048@4096; 3x16")
+        assert b.pairs() == [(1, 32768)] * 8 + [(2048, 4096)] + [(16, 0)] * 3
+        assert format_batch(b) == "8x1@32768;2048@4096;3x16@0"
+        assert parse_batch(format_batch(b)).pairs() == b.pairs()
+
+    @pytest.mark.parametrize("bad", ["", "8y1@3", "0@5", "0x1@2", "1@-3", "a", "1@2@3"])
+    def test_bad_specs(self, bad):
+        with pytest.raises(ValueError, match=r"\[N x\]Q\[@C\]"):
+            parse_batch(bad)
+
+    def test_round_trip(self, tmp_path):
+        samples = _synthetic(TRUE, sms_list=(None, 40))
+        path = tmp_path / "s.csv"
+        assert write_samples(path, samples) == len(samples)
+        back = read_samples(path)
+        assert [(s.sms, s.batch.pairs()) for s in back] == [
+            (s.sms, s.batch.pairs()) for s in samples]
+        np.testing.assert_allclose([s.seconds for s in back], [s.seconds for s in samples],
+                                   rtol=1e-8)
+
+    def test_bad_row_names_line(self, tmp_path):
+        path = tmp_path / "s.csv"
+        path.write_text("hardware,model,tp,sms,batch,seconds\nh200,qwen3-8b,1,,8x1@10,0.01\n"
+                        "h200,qwen3-8b,1,,8x1@10,-1\n")
+        with pytest.raises(ValueError, match=":3:"):
+            read_samples(path)

@@ -1,0 +1,182 @@
+"""DuetPolicy invariants (hypothesis) with the built-in Qwen3-8B / H100 latency model."""
+
+from __future__ import annotations
+
+import functools
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sglang_duet.latency import Batch
+from sglang_duet.policy import DuetPolicy, ReqState, SmMenu, form_chunked_batch
+
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MENUS = {"tpc": SmMenu.tpc_masks(132), "green": SmMenu.green_contexts(132)}
+
+
+@functools.cache
+def policy(mode: str, tau: float, menu: str, budget: int, k: int) -> DuetPolicy:
+    base = DuetPolicy.build("adaptive", 0.1)
+    return DuetPolicy(mode, tau, budget, k, base.latency, MENUS[menu])
+
+
+@st.composite
+def workload(draw):
+    decodes = []
+    for i in range(draw(st.integers(0, 96))):
+        p = draw(st.integers(1, 16384))
+        decodes.append(ReqState(f"d{i}", p, p, draw(st.integers(1, 1024))))
+    waiting = []
+    for i in range(draw(st.integers(0, 6))):
+        p = draw(st.integers(1, 32768))
+        waiting.append(ReqState(f"w{i}", p, draw(st.integers(0, p - 1)), 0))
+    return decodes, waiting
+
+
+params = st.tuples(
+    st.sampled_from(["adaptive", "aggregated", "spatial"]),
+    st.sampled_from([0.02, 0.05, 0.1, 0.2]),
+    st.sampled_from(sorted(MENUS)),
+    st.sampled_from([512, 2048, 8192]),
+    st.integers(1, 4),
+)
+
+
+def fresh(pol: DuetPolicy) -> DuetPolicy:
+    return DuetPolicy(
+        pol.mode, pol.tbt_slo_s, pol.token_budget, pol.max_lookahead, pol.latency, pol.menu
+    )
+
+
+@SETTINGS
+@given(workload(), params)
+def test_structural_invariants(work, prm):
+    decodes, waiting = work
+    pol = policy(*prm)
+    plan = pol.plan(decodes, waiting)
+    total = pol.menu.total_sms
+    # every running decode exactly once, in order
+    assert plan.decode_rids == tuple(r.rid for r in decodes)
+    # chunks within the remaining prompt and the budget
+    by_rid = {r.rid: r for r in waiting}
+    assert len({c.rid for c in plan.prefill}) == len(plan.prefill)
+    for c in plan.prefill:
+        assert c.start == by_rid[c.rid].computed
+        assert 1 <= c.length <= by_rid[c.rid].remaining_prompt
+    assert plan.num_prefill_tokens <= pol.token_budget
+    assert plan.num_prefill_tokens + len(decodes) <= max(pol.token_budget, len(decodes))
+    # partitions
+    if plan.mode == "spatial":
+        assert plan.sms_decode in pol.menu.decode_sizes
+        assert plan.sms_decode % pol.menu.granularity == 0
+        assert plan.sms_prefill == total - plan.sms_decode
+        assert plan.sms_decode + plan.sms_prefill <= total
+        assert 1 <= plan.lookahead <= pol.max_lookahead
+        assert plan.prefill and plan.decode_rids
+        assert plan.predicted_total_s == max(
+            plan.lookahead * plan.predicted_decode_s, plan.predicted_prefill_s
+        )
+    elif plan.mode == "aggregated":
+        assert plan.sms_decode == plan.sms_prefill == total and plan.lookahead == 1
+    elif plan.mode == "decode_only":
+        assert (plan.sms_decode, plan.sms_prefill, plan.prefill) == (total, 0, ())
+    else:
+        assert plan.mode == "idle" and not decodes
+    if pol.mode == "aggregated":
+        assert plan.mode in ("aggregated", "idle")
+    if pol.mode == "spatial" and plan.decode_rids and plan.prefill:
+        assert plan.mode == "spatial"
+
+
+@SETTINGS
+@given(workload(), params)
+def test_aggregated_mode_is_plain_chunked_prefill(work, prm):
+    decodes, waiting = work
+    pol = policy("aggregated", *prm[1:])
+    plan = pol.plan(decodes, waiting)
+    rids, chunks = form_chunked_batch(decodes, waiting, pol.token_budget)
+    if rids or chunks:
+        assert (plan.mode, plan.decode_rids, plan.prefill) == ("aggregated", rids, chunks)
+
+
+@SETTINGS
+@given(workload(), params)
+def test_deterministic(work, prm):
+    decodes, waiting = work
+    pol = policy(*prm)
+    first = pol.plan(decodes, waiting)
+    assert pol.plan(decodes, waiting) == first
+    assert fresh(pol).plan(decodes, waiting) == first  # search hints do not change answers
+
+
+def feasible_exists(pol: DuetPolicy, decodes, waiting) -> bool:
+    """Brute force over the whole menu: aggregated, every split with the plan's prefill batch,
+    or the decodes alone."""
+    lat, tau = pol.latency, pol.tbt_slo_s
+    rids, chunks = form_chunked_batch(decodes, waiting, pol.token_budget)
+    ctx = [r.decode_context for r in decodes]
+    dec = Batch([1] * len(ctx), ctx)
+    if lat.predict(dec).total_s <= tau:
+        return True
+    if not chunks:
+        return False
+    plen = {r.rid: r.prompt_len for r in waiting}
+    pre = Batch(
+        [c.length for c in chunks],
+        [c.start for c in chunks],
+        [c.completes(plen[c.rid]) for c in chunks],
+    )
+    if lat.predict(dec.concat(pre)).total_s <= tau:
+        return True
+    total = pol.menu.total_sms
+    return any(
+        lat.predict_concurrent(dec, pre, s, total - s)[0].total_s <= tau
+        for s in pol.menu.decode_sizes
+    )
+
+
+@SETTINGS
+@given(workload(), params)
+def test_meets_tau_whenever_some_plan_does(work, prm):
+    decodes, waiting = work
+    pol = policy("adaptive", *prm[1:])
+    plan = pol.plan(decodes, waiting)
+    if plan.mode == "idle" or not decodes:
+        return
+    if feasible_exists(pol, decodes, waiting):
+        assert plan.predicted_tbt_s <= pol.tbt_slo_s, plan.reason
+    else:
+        assert "nothing meets tau" in plan.reason or plan.mode == "decode_only"
+
+
+@SETTINGS
+@given(workload(), params)
+def test_spatial_choice_is_the_best_feasible_split(work, prm):
+    """Without shrinking, the optimizer's pick equals a full scan of menu x lookahead."""
+    decodes, waiting = work
+    pol = policy("spatial", *prm[1:])
+    pol.optimizer.shrink = False
+    try:
+        plan = pol.plan(decodes, waiting)
+    finally:
+        pol.optimizer.shrink = True
+    if plan.mode != "spatial" or plan.predicted_decode_s > pol.tbt_slo_s:
+        return
+    lat, total = pol.latency, pol.menu.total_sms
+    ctx = [r.decode_context for r in decodes]
+    dec = Batch([1] * len(ctx), ctx)
+    plen = {r.rid: r.prompt_len for r in waiting}
+    pre = Batch(
+        [c.length for c in plan.prefill],
+        [c.start for c in plan.prefill],
+        [c.completes(plen[c.rid]) for c in plan.prefill],
+    )
+    n_d, n_p = len(decodes), plan.num_prefill_tokens
+    best = 0.0
+    for s in pol.menu.decode_sizes:
+        bd, bp = lat.predict_concurrent(dec, pre, s, total - s)
+        if bd.total_s > pol.tbt_slo_s:
+            continue
+        for k in range(1, pol.max_lookahead + 1):
+            best = max(best, (k * n_d + n_p) / max(k * bd.total_s, bp.total_s))
+    got = (plan.lookahead * n_d + n_p) / plan.predicted_total_s
+    assert got >= best * (1 - 1e-9)

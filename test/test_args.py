@@ -1,0 +1,78 @@
+"""DuetArgs: the --duet-* flags generated from the dataclass, defaults and every bad value."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from sglang_duet.args import HARDWARE_CHOICES, MODES, PARTITION_BACKENDS, DuetArgError, DuetArgs
+
+
+def parse(argv: list[str]) -> DuetArgs:
+    p = argparse.ArgumentParser()
+    DuetArgs.add_cli_args(p)
+    return DuetArgs.from_cli_args(p.parse_args(argv))
+
+
+class TestDefaults:
+    def test_defaults(self):
+        a = parse([])
+        assert a == DuetArgs()
+        assert (a.mode, a.tbt_slo_ms, a.partition_backend, a.max_lookahead, a.hardware) == (
+            "adaptive", 100.0, "auto", 4, "auto")
+        assert a.tbt_slo_s == pytest.approx(0.1)
+
+    def test_every_field_has_a_prefixed_flag_with_help(self):
+        p = argparse.ArgumentParser()
+        DuetArgs.add_cli_args(p)
+        flags = {o for a in p._actions for o in a.option_strings}
+        for f in dataclasses.fields(DuetArgs):
+            assert DuetArgs.flag(f.name) in flags
+            assert f.metadata["help"]
+
+    def test_frozen(self):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            DuetArgs().mode = "spatial"  # type: ignore[misc]
+
+
+class TestParsing:
+    @pytest.mark.parametrize("mode", MODES)
+    def test_modes(self, mode):
+        assert parse(["--duet-mode", mode]).mode == mode
+
+    @pytest.mark.parametrize("backend", PARTITION_BACKENDS)
+    def test_backends(self, backend):
+        assert parse(["--duet-partition-backend", backend]).partition_backend == backend
+
+    @pytest.mark.parametrize("hw", HARDWARE_CHOICES)
+    def test_hardware(self, hw):
+        assert parse([f"--duet-hardware={hw}"]).hardware == hw
+
+    def test_numbers_and_bools(self):
+        a = parse(["--duet-tbt-slo-ms", "42.5", "--duet-max-lookahead", "2",
+                   "--no-duet-online-correction", "--duet-calibration", "x.json"])
+        assert (a.tbt_slo_ms, a.max_lookahead, a.online_correction, a.calibration) == (
+            42.5, 2, False, "x.json")
+
+
+class TestBadValues:
+    @pytest.mark.parametrize(
+        "argv, flag, accepted",
+        [
+            (["--duet-mode", "fast"], "--duet-mode", "adaptive, aggregated, spatial"),
+            (["--duet-partition-backend", "mps"], "--duet-partition-backend",
+             "auto, green-ctx, libsmctrl, none"),
+            (["--duet-hardware", "b200"], "--duet-hardware", "auto, h100-sxm"),
+            (["--duet-tbt-slo-ms", "0"], "--duet-tbt-slo-ms", "must be > 0"),
+            (["--duet-tbt-slo-ms", "-5"], "--duet-tbt-slo-ms", "must be > 0"),
+            (["--duet-tbt-slo-ms", "soon"], "--duet-tbt-slo-ms", "expected float"),
+            (["--duet-max-lookahead", "0"], "--duet-max-lookahead", "must be >= 1"),
+            (["--duet-max-lookahead", "2.5"], "--duet-max-lookahead", "expected int"),
+        ],
+    )
+    def test_message_names_flag_and_accepted_values(self, argv, flag, accepted):
+        with pytest.raises(DuetArgError) as e:
+            parse(argv)
+        assert flag in str(e.value) and accepted in str(e.value)

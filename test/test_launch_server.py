@@ -1,0 +1,115 @@
+"""The launcher end to end: start-up errors, the embedded model served through real SGLang,
+greedy output equal to Hugging Face transformers and to stock `sglang.launch_server`."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import subprocess
+import sys
+
+import pytest
+import requests
+from helpers.reference import hf_greedy, prompts
+from helpers.server import ROOT, child_env, free_port
+
+pytestmark = pytest.mark.server
+
+LENGTHS = [5, 17, 40, 63, 64, 65, 130, 257]  # chunk size is 64: some span several chunks
+NEW_TOKENS = 12
+
+
+def _concurrent_greedy(server, ps):
+    def one(p):
+        return server.generate(p, NEW_TOKENS, ignore_eos=True)["output_ids"]
+
+    with cf.ThreadPoolExecutor(len(ps)) as ex:
+        return list(ex.map(one, ps))
+
+
+class TestStartupErrors:
+    @pytest.mark.parametrize(
+        "argv, needle",
+        [
+            (["--duet-mode", "bogus"], "--duet-mode: invalid value 'bogus'; accepted values: "
+             "adaptive, aggregated, spatial"),
+            (["--duet-partition-backend", "x"], "--duet-partition-backend: invalid value 'x'"),
+            (["--duet-tbt-slo-ms", "-1"], "--duet-tbt-slo-ms: invalid value -1.0; must be > 0"),
+        ],
+    )
+    def test_bad_duet_flag_exits_nonzero_without_children(self, argv, needle):
+        port = free_port()
+        cmd = [sys.executable, "-m", "sglang_duet.launch_server", "--port", str(port), *argv]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), cwd=ROOT,
+                              timeout=180)
+        assert proc.returncode == 2
+        assert needle in proc.stderr
+        # Nothing was started: no process of ours is left listening on or naming that port.
+        left = subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True, text=True)
+        assert left.stdout.strip() == ""
+
+
+class TestEndpoints:
+    def test_health(self, duet_server):
+        assert requests.get(duet_server.url + "/health", timeout=10).status_code == 200
+
+    def test_generate_text(self, duet_server):
+        r = requests.post(duet_server.url + "/generate", json={
+            "text": "def add(a, b):", "sampling_params": {"max_new_tokens": 8, "temperature": 0}},
+            timeout=60)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["meta_info"]["completion_tokens"] == 8 and isinstance(body["text"], str)
+
+    def test_completions(self, duet_server):
+        r = requests.post(duet_server.url + "/v1/completions", json={
+            "model": "default", "prompt": "import os\n", "max_tokens": 6, "temperature": 0},
+            timeout=60)
+        assert r.status_code == 200
+        assert r.json()["usage"]["completion_tokens"] == 6
+
+    def test_chat_not_streamed(self, duet_server):
+        r = requests.post(duet_server.url + "/v1/chat/completions", json={
+            "model": "default", "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": 7, "temperature": 0}, timeout=60)
+        assert r.status_code == 200
+        body = r.json()
+        assert body["choices"][0]["message"]["role"] == "assistant"
+        assert body["usage"]["completion_tokens"] <= 7
+
+    def test_chat_streamed(self, duet_server):
+        r = requests.post(duet_server.url + "/v1/chat/completions", json={
+            "model": "default", "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": 7, "temperature": 0, "stream": True}, stream=True, timeout=60)
+        assert r.status_code == 200
+        chunks, done = [], False
+        for line in r.iter_lines():
+            if not line:
+                continue
+            data = line.decode().removeprefix("data: ")
+            if data == "[DONE]":
+                done = True
+                break
+            chunks.append(json.loads(data))
+        assert done and len(chunks) >= 2
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if
+                       c["choices"])
+        r2 = requests.post(duet_server.url + "/v1/chat/completions", json={
+            "model": "default", "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": 7, "temperature": 0}, timeout=60)
+        assert text == r2.json()["choices"][0]["message"]["content"]
+
+
+class TestGreedyCorrectness:
+    def test_concurrent_greedy_equals_transformers(self, duet_server):
+        ps = prompts(len(LENGTHS), LENGTHS, seed=1)
+        got = _concurrent_greedy(duet_server, ps)
+        want = [hf_greedy(p, NEW_TOKENS) for p in ps]
+        assert got == want
+        assert len({tuple(g) for g in got}) == len(got)  # a discriminating oracle
+
+    def test_same_tokens_as_stock_sglang(self, duet_server, stock_server):
+        ps = prompts(len(LENGTHS), LENGTHS, seed=2)
+        assert _concurrent_greedy(duet_server, ps) == _concurrent_greedy(stock_server, ps)
+        assert "DuetScheduler" not in stock_server.log(tail=0)
+        assert "DuetScheduler" in duet_server.log(tail=0)
