@@ -1,0 +1,40 @@
+# sglang-duet: two commands a fresh machine needs (see README.md).
+#   make serve [MODEL=path] [ARGS="..."]   start the server (embedded tiny model without MODEL)
+#   make test                               run the whole test suite
+# Both create .venv and install everything pinned on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# Re-install when any of these change.
+STAMP  := $(VENV)/.sglang-duet-installed
+DEPS   := pyproject.toml sgl-duet-kernel/pyproject.toml sgl-duet-kernel/CMakeLists.txt \
+          $(wildcard sgl-duet-kernel/csrc/*) $(wildcard sgl-duet-kernel/include/*)
+
+.PHONY: venv serve test lint paper clean
+
+venv: $(STAMP)
+
+$(STAMP): $(DEPS)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -e '.[test]'
+	# The kernel package is a CMake/CUDA build; it needs scikit-build-core in the venv.
+	$(PY) -m pip install 'scikit-build-core>=0.8'
+	$(PY) -m pip install --no-build-isolation ./sgl-duet-kernel
+	touch $(STAMP)
+
+serve: venv
+	HF_HUB_OFFLINE=1 $(PY) -m sglang_duet.launch_server $(if $(MODEL),--model-path $(MODEL)) $(ARGS)
+
+test: venv
+	HF_HUB_OFFLINE=1 $(PY) -m pytest test -q
+
+lint: venv
+	$(PY) -m ruff check python test benchmark
+
+paper: venv
+	$(PY) -m benchmark.paper
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info python/*.egg-info .pytest_cache
