@@ -1,0 +1,10 @@
+"""Entry point: ``python -m sglang_duet.sim --help``."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""SimConfig: one frozen record of everything a simulation run depends on (the CLI's fields)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["SimConfig"]
+
+
+def _f(default, help: str):  # noqa: A002 - mirrors argparse's name
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    trace: str = _f("azure-conv", "azure-code, azure-conv, mooncake, or a CSV/JSONL path")
+    policy: str = _f("duet", "policy name (see --policy choices), or 'all'")
+    model: str = _f("qwen3-8b", "built-in model name")
+    hardware: str = _f("h100-sxm", "built-in GPU profile")
+    gpus: int = _f(2, "GPUs in the cluster")
+    tp: int = _f(1, "tensor-parallel degree of one replica")
+    qps: float | None = _f(None, "Poisson arrival rate (req/s); default: the trace's timestamps")
+    num_requests: int | None = _f(None, "requests to replay (sampling rule: see arrivals.py)")
+    seed: int = _f(0, "seed of the request sample and the Poisson arrivals")
+    tbt_slo_ms: float = _f(100.0, "TBT SLO tau (ms): the duet policy's target and the metric's")
+    ttft_slo_ms: float = _f(10000.0, "TTFT SLO (ms) for goodput")
+    token_budget: int = _f(8192, "chunked-prefill token budget")
+    max_lookahead: int = _f(4, "duet: most look-ahead decode steps per spatial iteration (K)")
+    duet_mode: str = _f("adaptive", "duet policy mode: adaptive, aggregated or spatial")
+    router: str = _f("round-robin", "round-robin or least-tokens")
+    mem_fraction: float = _f(0.88, "share of GPU memory for weights + KV (SGLang's static)")
+    activation_reserve_gb: float = _f(2.0, "GPU memory kept for activations (GB)")
+
+    def validate(self) -> SimConfig:
+        """Raise ValueError (one line) on values no run can use."""
+        if self.gpus < 1 or self.tp < 1:
+            raise ValueError("--gpus and --tp must be >= 1")
+        if self.gpus % self.tp:
+            raise ValueError(f"--gpus {self.gpus} is not a multiple of --tp {self.tp}")
+        if self.qps is not None and not self.qps > 0:
+            raise ValueError("--qps must be > 0")
+        if self.num_requests is not None and self.num_requests < 1:
+            raise ValueError("--num-requests must be >= 1")
+        if self.tbt_slo_ms <= 0 or self.ttft_slo_ms <= 0:
+            raise ValueError("SLOs must be > 0")
+        if self.token_budget < 1 or self.max_lookahead < 1:
+            raise ValueError("--token-budget and --max-lookahead must be >= 1")
+        if self.router not in ("round-robin", "least-tokens"):
+            raise ValueError(f"unknown router {self.router!r}; choices: round-robin, least-tokens")
+        if not 0.0 < self.mem_fraction <= 1.0:
+            raise ValueError("--mem-fraction must be in (0, 1]")
+        return self
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)

@@ -1,0 +1,130 @@
+"""The simulated GPU: how long a BatchPlan takes, from ``sglang_duet.latency.LatencyModel``.
+
+* ``aggregated``: one mixed batch (decode rows, then prefill chunks) on the whole GPU.
+* ``decode_only``: the decode batch on the whole GPU, ``lookahead`` steps.
+* ``spatial``: ``predict_concurrent`` of the decode batch on ``sms_decode`` SMs and the prefill
+  batch on ``sms_prefill``; decode step j (1..k) ends at ``j * t_d``; the iteration ends at
+  ``max(k * t_d, t_p)``. With ``free_running=True`` (SGLang PD-multiplexing, whose decode stream
+  keeps looping while a prefill runs) k is instead ``max(1, round(t_p / t_d))``.
+
+When the planner predicted a plan with this very LatencyModel and none of its correction factors
+has moved from 1 (always so in the simulator, where measured time == raw prediction), its
+predicted times *are* the executor's, bit for bit: ``time_plan(..., reuse=True)`` then takes them
+from the plan instead of predicting the same batches again (``test_invariants`` checks the
+equality).
+
+Decode-only stretches (many identical steps while nothing else happens) are timed with
+``decode_steps``: step j's batch has every context grown by j tokens. Roofline time is piecewise
+linear in j, so the steps are evaluated at both ends and the middle of a span and interpolated
+linearly when the three agree (to 1e-9 relative), else the span is halved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sglang_duet.latency import Batch, LatencyModel
+from sglang_duet.policy import BatchPlan
+
+__all__ = ["Executor", "IterationTiming"]
+
+
+class IterationTiming:
+    """Duration of one iteration and the end offsets of its decode steps (seconds)."""
+
+    __slots__ = ("duration_s", "step_offsets", "decode_s", "prefill_s")
+
+    def __init__(self, duration_s: float, step_offsets: list[float], decode_s: float,
+                 prefill_s: float) -> None:
+        self.duration_s = duration_s
+        self.step_offsets = step_offsets
+        self.decode_s = decode_s
+        self.prefill_s = prefill_s
+
+
+class Executor:
+    def __init__(self, latency: LatencyModel, free_running: bool = False) -> None:
+        self.latency = latency
+        self.free_running = free_running
+
+    def time_plan(
+        self,
+        plan: BatchPlan,
+        decode_ctx: Sequence[int],
+        prefill_q: Sequence[int],
+        prefill_c: Sequence[int],
+        prefill_sample: Sequence[bool],
+        reuse: bool = False,
+    ) -> IterationTiming:
+        """Time ``plan``; ``decode_ctx`` are the cached contexts of its decode rows and
+        ``prefill_*`` the (q, c, sample) rows of its chunks, in plan order. ``reuse``: take the
+        plan's own predictions (see the module docstring)."""
+        lat = self.latency
+        n_d = len(decode_ctx)
+        mode = plan.mode
+        if reuse and not self.free_running and plan.predicted_total_s > 0.0:
+            k = plan.lookahead if n_d else 0
+            if mode == "spatial" and n_d and prefill_q:
+                t_d, t_p = plan.predicted_decode_s, plan.predicted_prefill_s
+                return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
+                                       t_d, t_p)
+            if mode == "decode_only":
+                t = plan.predicted_decode_s
+                return IterationTiming(k * t, [t * j for j in range(1, k + 1)], t, 0.0)
+            if mode == "aggregated":
+                t = plan.predicted_total_s
+                return IterationTiming(t, [t] if n_d else [], t, t)
+        if mode == "spatial" and n_d and prefill_q:
+            db = Batch(np.ones(n_d, np.int64), np.asarray(decode_ctx, np.int64))
+            pb = Batch(prefill_q, prefill_c, prefill_sample)
+            bd, bp = lat.predict_concurrent(db, pb, plan.sms_decode, plan.sms_prefill)
+            t_d, t_p = bd.total_s, bp.total_s
+            k = plan.lookahead
+            if self.free_running:
+                k = max(1, round(t_p / t_d)) if t_d > 0 else 1
+            return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
+                                   t_d, t_p)
+        if mode == "decode_only" or not prefill_q:
+            t = lat.predict(Batch(np.ones(n_d, np.int64), np.asarray(decode_ctx, np.int64))).total_s
+            k = plan.lookahead
+            return IterationTiming(k * t, [t * j for j in range(1, k + 1)], t, 0.0)
+        # aggregated (mixed or prefill-only), or a degenerate spatial plan: one batch, whole GPU
+        q = [1] * n_d + list(prefill_q)
+        c = list(decode_ctx) + list(prefill_c)
+        s = [True] * n_d + list(prefill_sample)
+        t = lat.predict(Batch(q, c, s)).total_s
+        return IterationTiming(t, [t] if n_d else [], t, t)
+
+    def decode_steps(self, ctx: np.ndarray, m: int, first: float | None = None) -> np.ndarray:
+        """Durations of m consecutive decode steps of one batch (contexts grow 1 per step);
+        ``first``: the already known duration of step 0."""
+        out = np.empty(m, np.float64)
+        predict = self.latency.predict
+        ones = np.ones(ctx.shape[0], np.int64)
+        memo: dict[int, float] = {} if first is None else {0: first}
+
+        def d(j: int) -> float:
+            v = memo.get(j)
+            if v is None:
+                v = memo[j] = predict(Batch(ones, ctx + j)).total_s
+            return v
+
+        stack = [(0, m - 1)]
+        while stack:
+            a, b = stack.pop()
+            da, db = d(a), d(b)
+            if b - a <= 1:
+                out[a] = da
+                out[b] = db
+                continue
+            mid = (a + b) // 2
+            dm = d(mid)
+            lin = da + (db - da) * (mid - a) / (b - a)
+            if abs(dm - lin) <= 1e-9 * max(dm, 1e-12):
+                out[a:b + 1] = da + (db - da) * (np.arange(b - a + 1) / (b - a))
+            else:
+                stack.append((a, mid))
+                stack.append((mid, b))
+        return out

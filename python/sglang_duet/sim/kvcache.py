@@ -1,0 +1,103 @@
+"""Paged KV-cache accounting of one replica (16-token pages, no prefix sharing).
+
+Capacity comes from the GPU: ``mem_fraction * HBM - weights - activation reserve`` divided by the
+bytes of one page (``page_size * kv_bytes_per_token``), as SGLang sizes its token pool from
+``mem_fraction_static``. Only page counts are tracked; which physical page holds what is
+irrelevant to timing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["KvCache", "KvSizing", "pages_for", "size_kv_cache"]
+
+PAGE_SIZE = 16
+
+
+def pages_for(tokens: int, page_size: int = PAGE_SIZE) -> int:
+    return -(-tokens // page_size)
+
+
+@dataclass(frozen=True)
+class KvSizing:
+    """How a replica's KV pool was sized (all bytes are per GPU)."""
+
+    hbm_bytes: int
+    mem_fraction: float
+    weight_bytes: int
+    reserve_bytes: int
+    kv_bytes_per_token: int
+    page_size: int
+    num_pages: int
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.num_pages * self.page_size
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "hbm_gb": self.hbm_bytes / 1e9,
+            "mem_fraction": self.mem_fraction,
+            "weights_gb": round(self.weight_bytes / 1e9, 3),
+            "activation_reserve_gb": round(self.reserve_bytes / 1e9, 3),
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "page_size": self.page_size,
+            "num_pages": self.num_pages,
+            "capacity_tokens": self.capacity_tokens,
+        }
+
+
+def size_kv_cache(
+    hbm_bytes: int,
+    weight_bytes: int,
+    kv_bytes_per_token: int,
+    mem_fraction: float = 0.88,
+    reserve_bytes: int = 2 * 10**9,
+    page_size: int = PAGE_SIZE,
+) -> KvSizing:
+    """Pages that fit; ValueError (a one-line reason) when the weights leave no room."""
+    free = int(hbm_bytes * mem_fraction) - weight_bytes - reserve_bytes
+    num_pages = free // (kv_bytes_per_token * page_size) if free > 0 else 0
+    if num_pages < 1:
+        raise ValueError(
+            f"model does not fit: {weight_bytes / 1e9:.1f} GB of weights + "
+            f"{reserve_bytes / 1e9:.1f} GB reserve > {mem_fraction:.2f} x "
+            f"{hbm_bytes / 1e9:.0f} GB of GPU memory"
+        )
+    return KvSizing(hbm_bytes, mem_fraction, weight_bytes, reserve_bytes, kv_bytes_per_token,
+                    page_size, int(num_pages))
+
+
+class KvCache:
+    """Free/used page counters with strict checks (allocation never over-commits)."""
+
+    __slots__ = ("num_pages", "free", "page_size", "peak_used")
+
+    def __init__(self, num_pages: int, page_size: int = PAGE_SIZE) -> None:
+        self.num_pages = num_pages
+        self.free = num_pages
+        self.page_size = page_size
+        self.peak_used = 0
+
+    @property
+    def used(self) -> int:
+        return self.num_pages - self.free
+
+    def alloc(self, pages: int) -> None:
+        if pages > self.free:
+            raise RuntimeError(f"KV over-commit: {pages} pages requested, {self.free} free")
+        self.free -= pages
+        used = self.num_pages - self.free
+        if used > self.peak_used:
+            self.peak_used = used
+
+    def release(self, pages: int) -> None:
+        self.free += pages
+        if self.free > self.num_pages:
+            raise RuntimeError("KV double free")
+
+    def grow_to(self, req_pages: int, tokens: int) -> int:
+        """Pages to add so ``tokens`` fit a request now holding ``req_pages`` (0 if they do)."""
+        need = -(-tokens // self.page_size) - req_pages
+        return need if need > 0 else 0

@@ -1,0 +1,96 @@
+"""Simulator policy registry: its names are the ``--policy`` choices.
+
+Each entry says how to build one replica's planner, which serving system's memory behaviour the
+replica follows (``sglang``: admission reserves KV for expected decode growth, retract the
+request with the fewest output tokens; ``vllm``: no reservation, preempt the latest admitted),
+whether the decode stream free-runs during a spatial prefill, and the topology (``aggregated``:
+``gpus / tp`` identical replicas behind the router; ``1p1d``: one prefill and one decode worker,
+KV moved between them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from sglang_duet.latency import LatencyModel
+from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState, SmMenu
+
+from .baselines import PDMUX_TABLE, ChunkedPolicy, PdmuxPolicy, PrefillFirstPolicy
+
+__all__ = ["PDMUX_TABLE", "POLICIES", "PlanContext", "Planner", "PolicySpec", "get_policy",
+           "policy_names"]
+
+
+class Planner(Protocol):
+    def plan(self, decodes: list[ReqState], waiting: list[ReqState]) -> BatchPlan: ...
+
+    def observe(self, plan: BatchPlan, measured_s: float, decode_s: float | None = None,
+                prefill_s: float | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """What a planner factory may use (one per replica)."""
+
+    latency: LatencyModel
+    menu: SmMenu
+    tbt_slo_s: float
+    token_budget: int
+    max_lookahead: int
+    duet_mode: str
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    name: str
+    description: str
+    make: Callable[[PlanContext], Planner]
+    flavor: Literal["sglang", "vllm"] = "sglang"
+    free_running: bool = False
+    topology: Literal["aggregated", "1p1d"] = "aggregated"
+
+
+def _duet(ctx: PlanContext) -> Planner:
+    return DuetPolicy(ctx.duet_mode, ctx.tbt_slo_s, ctx.token_budget, ctx.max_lookahead,
+                      ctx.latency, ctx.menu, correction=True)
+
+
+def _chunked(ctx: PlanContext) -> Planner:
+    return ChunkedPolicy(ctx.menu.total_sms, ctx.token_budget)
+
+
+def _prefill_first(ctx: PlanContext) -> Planner:
+    return PrefillFirstPolicy(ctx.menu.total_sms, ctx.token_budget)
+
+
+def _pdmux(ctx: PlanContext) -> Planner:
+    return PdmuxPolicy(ctx.menu, ctx.token_budget)
+
+
+POLICIES: dict[str, PolicySpec] = {
+    spec.name: spec
+    for spec in (
+        PolicySpec("duet", "DuetPolicy (latency-model driven aggregated/spatial switch)", _duet),
+        PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm"),
+        PolicySpec("sglang-chunked", "SGLang mixed chunked prefill", _chunked),
+        PolicySpec("sglang-default", "SGLang default: prefill-only batches first",
+                   _prefill_first),
+        PolicySpec("sglang-pdmux", "SGLang PD-multiplexing, static SM split by decode batch",
+                   _pdmux, free_running=True),
+        PolicySpec("dynamo-1p1d", "Dynamo 1P1D: prefill GPU + decode GPU (vLLM), KV transfer",
+                   _chunked, "vllm", topology="1p1d"),
+    )
+}
+
+
+def policy_names() -> list[str]:
+    return list(POLICIES)
+
+
+def get_policy(name: str) -> PolicySpec:
+    try:
+        return POLICIES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; choices: {', '.join(POLICIES)}") from None

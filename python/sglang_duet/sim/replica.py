@@ -1,0 +1,390 @@
+"""One simulated serving instance (one GPU, or one TP group): queue, KV pages, iterations.
+
+Request lifecycle on a replica:
+
+1. ``queue``: routed here, no KV yet (FIFO; preempted requests re-enter at the front).
+2. ``prefilling``: admitted -- KV pages for its whole (re)prefill are held. Admission is FIFO
+   with head-of-line blocking, up to ``token_budget`` prompt tokens in flight, and only while
+   the pages fit next to the running decodes' next step plus, for the ``sglang`` flavour, a
+   reservation of ``ratio x remaining output tokens`` (SGLang's new-token ratio: starts at 0.7,
+   decays to 0.1 over ``reserve_decay_steps`` decode steps, back to 0.7 after a retraction).
+3. ``running``: prefill done (first token sampled), one token per decode step. Before every
+   iteration each running request gets the pages its next step(s) write; when they do not fit,
+   requests are preempted (retract + recompute) until they do.
+
+Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan and times
+it with the Executor. A *decode stretch* (no prompt work admitted) asks the planner once, checks
+the answer is a plain decode step, and runs up to the first of: a request finishing, the KV
+pages running out, the first step starting at or after ``horizon`` (the next event that could
+bring work). Each stretch step counts as one iteration of the planner's mode.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from .executor import Executor
+from .kvcache import KvCache
+from .policies import Planner
+from .request import Request
+
+__all__ = ["Flavor", "Replica"]
+
+Role = Literal["mixed", "prefill", "decode"]
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """Memory behaviour of the serving system a replica imitates."""
+
+    name: Literal["sglang", "vllm"] = "sglang"
+    reserve_init: float = 0.7
+    reserve_min: float = 0.1
+    reserve_decay_steps: int = 600
+
+    @classmethod
+    def of(cls, name: str) -> Flavor:
+        if name == "vllm":
+            return cls("vllm", 0.0, 0.0, 1)
+        return cls("sglang")
+
+
+class Replica:
+    def __init__(
+        self,
+        idx: int,
+        planner: Planner,
+        executor: Executor,
+        kv: KvCache,
+        flavor: Flavor,
+        token_budget: int,
+        role: Role = "mixed",
+        on_prefilled: Callable[[Request, float], None] | None = None,
+        reuse_predictions: bool = True,
+    ) -> None:
+        self.idx = idx
+        self.planner = planner
+        self.executor = executor
+        self.kv = kv
+        self.flavor = flavor
+        self.token_budget = token_budget
+        self.role = role
+        self.on_prefilled = on_prefilled
+        # the planner predicts with the executor's own model: its predictions may be reused
+        self._reuse_ok = reuse_predictions and getattr(planner, "latency", None) is (
+            executor.latency)
+        self.page = kv.page_size
+        self.queue: deque[Request] = deque()
+        self.prefilling: list[Request] = []
+        self.running: list[Request] = []
+        self.joiners: list[Request] = []  # decoded elsewhere up to here (1P1D); join at start
+        self.by_rid: dict[str, Request] = {}
+        self.steps = array("d")  # end time of every decode step, in order
+        self.busy = False
+        self.start_scheduled = False
+        self._pending: tuple | None = None
+        self.ratio = flavor.reserve_init
+        self._decay = (flavor.reserve_init - flavor.reserve_min) / flavor.reserve_decay_steps
+        self._admit_seq = 0
+        self.outstanding = 0  # tokens still to compute here (router load)
+        self.finished: list[Request] = []
+        # statistics
+        self.mode_iters: dict[str, int] = {}
+        self.spatial_iters = 0
+        self.sd_sum = 0
+        self.k_sum = 0
+        self.busy_s = 0.0
+        self.preemptions = 0
+        self.plans = 0
+
+    # --- intake ---------------------------------------------------------------------------------
+    def enqueue(self, r: Request) -> None:
+        r.replica = self.idx
+        self.by_rid[r.rid] = r
+        self.queue.append(r)
+        self.outstanding += r.base - r.computed + r.remaining_out
+
+    def join_decoding(self, r: Request) -> None:
+        """A request whose KV was transferred here (pages already allocated by the caller)."""
+        r.replica = self.idx
+        self.by_rid[r.rid] = r
+        self.joiners.append(r)
+        self.outstanding += r.remaining_out
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.queue or self.prefilling or self.running or self.joiners)
+
+    # --- KV helpers -----------------------------------------------------------------------------
+    def _step_need(self, r: Request, k: int = 1) -> int:
+        """Pages ``r`` must add to run k more decode steps."""
+        need = -(-(r.base + r.gen + k - 1) // self.page) - r.pages
+        return need if need > 0 else 0
+
+    def _preempt(self, r: Request) -> None:
+        self.kv.release(r.pages)
+        r.pages = 0
+        if r.run_rep >= 0:
+            r.close_run(len(self.steps))
+        if r in self.running:
+            self.running.remove(r)
+        else:
+            self.prefilling.remove(r)
+        self.outstanding -= r.base - r.computed
+        r.reset_for_recompute()
+        self.outstanding += r.base
+        self.queue.appendleft(r)
+        self.preemptions += 1
+        self.ratio = self.flavor.reserve_init
+
+    def _victim(self) -> Request | None:
+        if self.running:
+            if self.flavor.name == "vllm":
+                return max(self.running, key=lambda r: r.admit_seq)
+            return min(self.running, key=lambda r: (r.generated, -r.admit_seq))
+        if self.prefilling:
+            return self.prefilling[-1]
+        return None
+
+    def _make_room(self, k: int = 1) -> None:
+        """Preempt until every running request can take k more decode steps."""
+        need = sum(self._step_need(r, k) for r in self.running)
+        while need > self.kv.free:
+            victim = self._victim()
+            if victim is None:
+                break
+            if victim in self.running:
+                need -= self._step_need(victim, k)
+            self._preempt(victim)
+
+    def _admit(self) -> None:
+        page = self.page
+        free = self.kv.free - sum(self._step_need(r) for r in self.running)
+        ratio = self.ratio
+        if ratio > 0.0:
+            rem = sum(r.remaining_out for r in self.running)
+            rem += sum(r.remaining_out for r in self.prefilling)
+            free -= -(-int(ratio * rem) // page)
+        inflight = sum(r.base - r.computed for r in self.prefilling)
+        while self.queue and inflight < self.token_budget:
+            r = self.queue[0]
+            pages = -(-r.base // page)
+            need = pages + (-(-int(ratio * r.remaining_out) // page) if ratio > 0.0 else 0)
+            if need > free and not (pages <= self.kv.free and not self.running
+                                    and not self.prefilling):
+                break
+            self.queue.popleft()
+            self.kv.alloc(pages)
+            r.pages = pages
+            free -= need
+            inflight += r.base - r.computed
+            self._admit_seq += 1
+            r.admit_seq = self._admit_seq
+            self.prefilling.append(r)
+
+    def _reuse(self) -> bool:
+        """Whether the current plan's predictions equal the executor's (no correction moved)."""
+        if not self._reuse_ok:
+            return False
+        return all(f == 1.0 for f in self.planner.correction.factors().values())  # type: ignore
+
+    # --- iterations -----------------------------------------------------------------------------
+    def start(self, now: float, horizon: float) -> float | None:
+        """Begin the next iteration at ``now``; returns its end time, or None when idle."""
+        if self.joiners:
+            s0 = len(self.steps)
+            for r in self.joiners:
+                r.run_s0 = s0
+                self._admit_seq += 1
+                r.admit_seq = self._admit_seq
+            self.running.extend(self.joiners)
+            self.joiners.clear()
+        self._make_room()
+        if self.queue:
+            self._admit()
+        if not self.running and not self.prefilling:
+            return None
+        if not self.prefilling:
+            end = self._start_stretch(now, horizon)
+            if end is not None:
+                return end
+        return self._start_planned(now)
+
+    def _start_planned(self, now: float) -> float | None:
+        while True:
+            plan = self.planner.plan([r.to_state() for r in self.running],
+                                     [r.to_state() for r in self.prefilling])
+            self.plans += 1
+            if plan.mode == "idle":
+                return None
+            k = plan.lookahead if plan.decode_rids else 1
+            if k > 1 and sum(self._step_need(r, k) for r in self.running) > self.kv.free:
+                self._make_room(k)  # changes the decode set: plan again
+                continue
+            break
+        by_rid = self.by_rid
+        if len(plan.decode_rids) == len(self.running):
+            dreqs = self.running[:]
+        else:
+            dreqs = [by_rid[rid] for rid in plan.decode_rids]
+        chunks = [(by_rid[ch.rid], ch.length) for ch in plan.prefill]
+        timing = self.executor.time_plan(
+            plan,
+            [r.base + r.gen - 1 for r in dreqs],
+            [ch.length for ch in plan.prefill],
+            [ch.start for ch in plan.prefill],
+            [ch.start + ch.length >= r.base for (r, _), ch in zip(chunks, plan.prefill,
+                                                                     strict=True)],
+            self._reuse(),
+        )
+        steps = len(timing.step_offsets)
+        for r in dreqs:
+            n = self._step_need(r, steps)
+            if n:
+                self.kv.alloc(n)
+                r.pages += n
+        self.planner.observe(plan, timing.duration_s, timing.decode_s if steps else None,
+                             timing.prefill_s if chunks else None)
+        mode = plan.mode
+        if mode == "aggregated" and not dreqs:
+            mode = "prefill_only"
+        elif not chunks:
+            mode = "decode_only"
+        self.mode_iters[mode] = self.mode_iters.get(mode, 0) + 1
+        if mode == "spatial":
+            self.spatial_iters += 1
+            self.sd_sum += plan.sms_decode
+            self.k_sum += steps
+        self._pending = ([now + off for off in timing.step_offsets], dreqs, chunks)
+        self.busy_s += timing.duration_s
+        return now + timing.duration_s
+
+    def _start_stretch(self, now: float, horizon: float) -> float | None:
+        running = self.running
+        plan = self.planner.plan([r.to_state() for r in running], [])
+        self.plans += 1
+        if plan.mode == "idle" or plan.prefill or plan.lookahead != 1:
+            return None
+        if len(plan.decode_rids) != len(running):
+            return None
+        n = len(running)
+        ctx = np.fromiter((r.base + r.gen - 1 for r in running), np.int64, n)
+        m_cap = min(r.remaining_out for r in running)
+        m_cap = self._kv_steps(ctx, m_cap)
+        first = plan.predicted_decode_s if plan.mode == "decode_only" and self._reuse() else None
+        d = self.executor.decode_steps(ctx, m_cap, first)
+        ends = now + np.cumsum(d)
+        m = int(np.searchsorted(ends - d, horizon, side="left"))
+        m = min(max(m, 1), m_cap)
+        for r in running:
+            need = self._step_need(r, m)
+            if need:
+                self.kv.alloc(need)
+                r.pages += need
+        self.planner.observe(plan, float(d[0]), float(d[0]), None)
+        self.mode_iters["decode_only"] = self.mode_iters.get("decode_only", 0) + m
+        ends = ends[:m]
+        self._pending = (ends, running[:], [])
+        end = float(ends[-1])
+        self.busy_s += end - now
+        return end
+
+    def _kv_steps(self, ctx: np.ndarray, m_cap: int) -> int:
+        """Most decode steps (<= m_cap, >= 1) whose page growth fits the free pages."""
+        pages = np.fromiter((r.pages for r in self.running), np.int64, len(self.running))
+        free, page = self.kv.free, self.page
+
+        def need(j: int) -> int:
+            return int(np.maximum(-(-(ctx + j) // page) - pages, 0).sum())
+
+        if need(m_cap) <= free:
+            return m_cap
+        lo, hi = 1, m_cap  # need(lo) <= free (made room), need(hi) > free
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if need(mid) <= free:
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def finish(self, now: float) -> None:
+        """Apply the iteration that ends at ``now``."""
+        step_times, dreqs, chunks = self._pending
+        self._pending = None
+        s_base = len(self.steps)
+        self.steps.extend(step_times)
+        k = len(step_times)
+        done = False
+        produced = 0
+        if k:
+            for r in dreqs:
+                rem = r.output_len - r.gen0 - r.gen
+                if rem <= k:
+                    r.gen += rem
+                    produced += rem
+                    r.close_run(s_base + rem)
+                    r.finish_s = self.steps[s_base + rem - 1]
+                    self._complete(r)
+                    done = True
+                else:
+                    r.gen += k
+                    produced += k
+            if len(dreqs) != len(self.running):
+                self._reopen_excluded(dreqs, s_base, k)
+            if self.ratio > self.flavor.reserve_min:
+                self.ratio = max(self.flavor.reserve_min, self.ratio - self._decay * k)
+        for r, length in chunks:
+            r.computed += length
+            produced += length
+            if r.computed >= r.base:
+                self._prefilled(r, now)
+                done = True
+        self.outstanding -= produced
+        if done:
+            self.running = [r for r in self.running if r.finish_s < 0.0]
+            self.prefilling = [r for r in self.prefilling if r.computed < r.base]
+
+    def _reopen_excluded(self, dreqs: list[Request], s_base: int, k: int) -> None:
+        inplan = {id(r) for r in dreqs}
+        for r in self.running:
+            if id(r) not in inplan and r.finish_s < 0.0 and r.run_rep >= 0:
+                r.close_run(s_base)
+                r.open_run(self.idx, -1.0, s_base + k)
+
+    def _prefilled(self, r: Request, now: float) -> None:
+        r.gen = 1  # the completing chunk samples a token
+        self.outstanding -= 1
+        if self.role == "prefill":
+            if self.on_prefilled is None:
+                raise RuntimeError("prefill replica without a hand-off")
+            self.outstanding -= r.remaining_out
+            del self.by_rid[r.rid]
+            r.replica = -1
+            self.on_prefilled(r, now)
+            return
+        if r.first_token_s < 0.0:
+            r.first_token_s = now
+        r.open_run(self.idx, now, len(self.steps))
+        if r.remaining_out <= 0:
+            r.close_run(len(self.steps))
+            r.finish_s = now
+            self._complete(r)
+        else:
+            self.running.append(r)
+
+    def _complete(self, r: Request) -> None:
+        self.kv.release(r.pages)
+        r.pages = 0
+        del self.by_rid[r.rid]
+        self.finished.append(r)
+
+    def release_transferred(self, pages: int) -> None:
+        """The KV of a handed-off request (``pages``) has left this (prefill) replica."""
+        self.kv.release(pages)

@@ -1,0 +1,87 @@
+"""Trace loaders and the sampling rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sglang_duet.sim.arrivals import build_arrivals
+from sglang_duet.sim.traces import TraceError, load_trace
+
+
+class TestBundledTraces:
+    @pytest.mark.parametrize(
+        "name, n, mean_in, mean_out",
+        [("azure-code", 8819, 2047.8, 27.9), ("azure-conv", 19366, 1154.7, 211.1),
+         ("mooncake", 12031, 12035.1, 342.6)],
+    )
+    def test_counts_and_means(self, name, n, mean_in, mean_out):
+        # The paper swaps the Azure counts (code 19,366 / conv 8,819); the files do not.
+        t = load_trace(name)
+        assert len(t) == n
+        assert t.input_len.mean() == pytest.approx(mean_in, abs=0.05)
+        assert t.output_len.mean() == pytest.approx(mean_out, abs=0.05)
+        assert t.arrival_s[0] == 0.0
+        assert np.all(np.diff(t.arrival_s) >= 0)
+
+    def test_mooncake_buckets_are_spread(self):
+        t = load_trace("mooncake")
+        # 3 s buckets of many requests become distinct, ordered arrivals within the bucket
+        assert np.unique(t.arrival_s).size > 10 * 1180
+        assert t.arrival_s[-1] == pytest.approx(3537.0 + 3.0, abs=3.0)
+
+
+class TestPaths:
+    def test_csv_path(self, tmp_path):
+        p = tmp_path / "t.csv"
+        p.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                     "2023-11-16 18:00:01.5000000,10,3\n2023-11-16 18:00:00.2500000,20,4\n")
+        t = load_trace(str(p))
+        assert t.input_len.tolist() == [20, 10]  # sorted by arrival
+        assert t.arrival_s.tolist() == pytest.approx([0.0, 1.25])
+
+    def test_jsonl_path(self, tmp_path):
+        p = tmp_path / "t.jsonl"
+        p.write_text('{"timestamp": 0, "input_length": 5, "output_length": 2, "hash_ids": [0]}\n'
+                     '{"timestamp": 0, "input_length": 6, "output_length": 1, "hash_ids": [1]}\n'
+                     '{"timestamp": 3000, "input_length": 7, "output_length": 1, "hash_ids": []}\n')
+        t = load_trace(str(p))
+        assert t.arrival_s.tolist() == pytest.approx([0.0, 1.5, 3.0])
+
+    @pytest.mark.parametrize("content", ["a,b,c\n1,2,3\n", "TIMESTAMP,ContextTokens,"
+                                         "GeneratedTokens\nnot-a-time,1,1\n"])
+    def test_malformed(self, tmp_path, content):
+        p = tmp_path / "bad.csv"
+        p.write_text(content)
+        with pytest.raises(TraceError):
+            load_trace(str(p))
+
+    def test_missing(self):
+        with pytest.raises(TraceError):
+            load_trace("/definitely/not/here.csv")
+
+
+class TestSampling:
+    def test_own_timestamps_take_the_first_n(self):
+        t = load_trace("azure-code")
+        w = build_arrivals(t, None, 100)
+        assert w.input_len.tolist() == t.input_len[:100].tolist()
+        assert w.arrival_s.tolist() == t.arrival_s[:100].tolist()
+
+    def test_qps_samples_uniformly_and_is_seeded(self):
+        t = load_trace("mooncake")
+        a = build_arrivals(t, 5.0, 1000, seed=0)
+        b = build_arrivals(t, 5.0, 1000, seed=0)
+        c = build_arrivals(t, 5.0, 1000, seed=1)
+        assert np.array_equal(a.input_len, b.input_len)
+        assert np.array_equal(a.arrival_s, b.arrival_s)
+        assert not np.array_equal(a.input_len, c.input_len)
+        # the documented rule: default_rng(seed).choice without replacement, kept in trace order
+        idx = np.sort(np.random.default_rng(0).choice(len(t), 1000, replace=False))
+        assert np.array_equal(a.input_len, t.input_len[idx])
+        assert a.input_len.mean() == pytest.approx(10344, abs=1)  # traces README's table
+        assert a.arrival_s[0] == 0.0
+        assert 1000 / a.arrival_s[-1] == pytest.approx(5.0, rel=0.1)
+
+    def test_too_many(self):
+        with pytest.raises(ValueError):
+            build_arrivals(load_trace("azure-code"), None, 10**6)
