@@ -69,3 +69,13 @@ def spatial_server(request):
         ["--chunked-prefill-size", str(CHUNK), "--duet-mode", "spatial",
          "--duet-max-lookahead", "4", "--enable-metrics"],
     )
+
+
+@pytest.fixture(scope="session")
+def tp2_server(request, tmp_path_factory):
+    """TP=2 on the CPU (gloo), every plan logged per rank."""
+    log = tmp_path_factory.mktemp("plans") / "plan"
+    srv = _server(request, ["--chunked-prefill-size", str(CHUNK), "--tp-size", "2",
+                            "--duet-mode", "spatial", "--duet-plan-log", str(log)])
+    srv.plan_log = str(log)
+    return srv

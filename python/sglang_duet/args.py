@@ -60,6 +60,10 @@ class DuetArgs:
         default=None,
         metadata={"help": "Latency-model calibration: a name or a JSON path."},
     )
+    plan_log: str | None = field(
+        default=None,
+        metadata={"help": "Write every BatchPlan as one JSON line to PATH.tp<rank>.dp<rank>."},
+    )
     online_correction: bool = field(
         default=True,
         metadata={"help": "Correct predictions with measured iteration times."},

@@ -7,6 +7,7 @@ inside the scheduler child (processes are spawned, so a patch made in the parent
 from __future__ import annotations
 
 import logging
+import os
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +46,26 @@ def apply_cpu_settings(ns, explicit: set[str]) -> list[str]:
     return applied
 
 
+def bind_cpu_threads(tp_size: int, environ=os.environ) -> str | None:
+    """SGLang on the CPU binds each TP rank's OpenMP threads to its own cores and refuses TP
+    larger than the NUMA node count unless SGLANG_CPU_OMP_THREADS_BIND lists the cores per rank.
+    Split this machine's cores evenly among the ranks (sharing cores when there are fewer)."""
+    key = "SGLANG_CPU_OMP_THREADS_BIND"
+    if tp_size <= 1 or environ.get(key):
+        return None
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(
+        range(os.cpu_count() or 1))
+    per = max(1, len(cores) // tp_size)
+    groups = []
+    for rank in range(tp_size):
+        chunk = cores[(rank * per) % len(cores):][:per] or cores[:per]
+        groups.append(f"{chunk[0]}-{chunk[-1]}" if len(chunk) > 1 else str(chunk[0]))
+    value = "|".join(groups)
+    environ[key] = value
+    logger.info("cpu: %s=%s (cores per TP rank)", key, value)
+    return value
+
+
 def patch_rope_for_cpu() -> None:
     """Make SGLang's RotaryEmbedding take its native path on a CPU-only torch build.
 
@@ -59,3 +80,31 @@ def patch_rope_for_cpu() -> None:
 
     if hasattr(rope_base, "_is_cpu"):
         rope_base._is_cpu = True
+
+
+def patch_tp_groups_for_cpu() -> None:
+    """TP > 1 without a CUDA device: build SGLang's process groups without NCCL communicators.
+
+    SGLang decides "CPU" from SGLANG_USE_CPU_ENGINE (whose kernels are not on PyPI), so with a
+    CUDA build of torch and no device it still creates PyNccl and custom all-reduce
+    communicators. Forcing them off leaves the gloo CPU group, which is what serves here.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    import sglang.srt.distributed.parallel_state as ps
+
+    original = ps.init_model_parallel_group
+    if getattr(original, "_duet_cpu", False):
+        return
+
+    def init_group_without_nccl(*args, **kwargs):
+        kwargs["use_pynccl"] = False
+        kwargs["use_custom_allreduce"] = False
+        kwargs["use_mscclpp_allreduce"] = False
+        kwargs["use_torch_symm_mem_allreduce"] = False
+        return original(*args, **kwargs)
+
+    init_group_without_nccl._duet_cpu = True  # type: ignore[attr-defined]
+    ps.init_model_parallel_group = init_group_without_nccl

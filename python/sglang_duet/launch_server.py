@@ -14,7 +14,7 @@ import os
 import sys
 
 from sglang_duet.args import DuetArgError, DuetArgs
-from sglang_duet.cpu import apply_cpu_settings, cuda_available
+from sglang_duet.cpu import apply_cpu_settings, bind_cpu_threads, cuda_available
 
 logger = logging.getLogger("sglang_duet.launch_server")
 
@@ -72,6 +72,7 @@ def resolve(argv: list[str]):
     if not has_gpu:
         logger.info("no CUDA device: applying the CPU serving settings")
         apply_cpu_settings(ns, explicit)
+        bind_cpu_threads(int(ns.tp_size or 1))
     if ns.model_path is None:
         if has_gpu:
             parser.exit(2, f"{parser.prog}: error: --model-path is required on a GPU machine\n")
@@ -91,12 +92,14 @@ def resolve(argv: list[str]):
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     server_args, duet = resolve(argv)
-    from sglang.srt.entrypoints.http_server import launch_server
+    from sglang.srt.entrypoints.http_server import app, launch_server
     from sglang.srt.utils import kill_process_tree
 
+    from sglang_duet import validation
     from sglang_duet.runtime.process import run_duet_scheduler_process
 
     logger.info("duet: %s", duet.to_dict())
+    validation.install(app)
     try:
         launch_server(
             server_args,

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
-from .batch import BatchLike, as_batch
+from .batch import Batch, BatchLike, as_batch
+from .breakdown import ZERO, Breakdown
 from .calibration import Calibration
+from .contention import combine, combine_totals, progress_rate
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .ops import (
@@ -17,44 +20,10 @@ from .ops import (
     lm_head_ops,
     logits_gather_link_bytes,
 )
+from .prepared import Prepared
+from .vector import Breakdowns, SmTable, predict_table, totals_table
 
-
-@dataclass(frozen=True, slots=True)
-class Breakdown:
-    """Predicted time of one iteration, seconds, plus its FLOPs and HBM bytes (one GPU).
-
-    total_s = token_ops_s + attention_s + comm_s (all layers) + lm_head_s + overhead_s.
-    `bytes` counts HBM traffic of the compute operators (weights, activations, KV cache), not
-    NVLink traffic.
-    """
-
-    total_s: float
-    token_ops_s: float
-    attention_s: float
-    comm_s: float
-    lm_head_s: float
-    flops: float
-    bytes: float
-    overhead_s: float = 0.0
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
-
-    def scaled(self, factor: float) -> Breakdown:
-        """Same work, every time component stretched by `factor` (used for contention)."""
-        return Breakdown(
-            self.total_s * factor,
-            self.token_ops_s * factor,
-            self.attention_s * factor,
-            self.comm_s * factor,
-            self.lm_head_s * factor,
-            self.flops,
-            self.bytes,
-            self.overhead_s * factor,
-        )
-
-
-ZERO = Breakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+__all__ = ["ZERO", "Breakdown", "Breakdowns", "LatencyModel"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +32,25 @@ class _Rates:
 
     token: tuple[tuple[float, float, float], ...]  # per layer op: (s/token compute, s/token mem,
     head: tuple[tuple[float, float, float], ...]  # s fixed mem); head ops likewise, per row
-    att_f_dec: float  # s per attended key (decode kernel, compute side)
-    att_q_dec: float  # s per new token (decode kernel, memory side)
-    att_kv_dec: float  # s per key read (decode kernel, memory side)
-    att_f_pre: float
-    att_q_pre: float
-    att_kv_pre: float
+    x_dec: float  # s per attended key (decode kernel, compute side)
+    y_dec: float  # s per HBM byte (decode kernel)
+    t_dec: float  # y_dec / x_dec: rows with attended / bytes above it are compute-bound
+    x_pre: float  # likewise, prefill kernel
+    y_pre: float
+    t_pre: float
+
+
+@dataclass(frozen=True, slots=True)
+class OpSums:
+    """Per-model constants: FLOP and byte coefficients summed over the operators (computed once
+    per LatencyModel instead of per prediction)."""
+
+    tok_f: float
+    tok_b: float
+    tok_w: float
+    head_f: float
+    head_b: float
+    head_w: float
 
 
 class LatencyModel:
@@ -76,6 +58,9 @@ class LatencyModel:
 
     Every operator takes ``max(FLOPs / (compute(S) * eff_c), bytes / (bandwidth(S) * eff_b))``;
     the total is ``layers * (token ops + attention + all-reduce) + LM head``.
+
+    `predict_many` / `predict_concurrent_totals` evaluate a whole menu of SM counts in one numpy
+    pass; they equal `predict` / `predict_concurrent` at each entry bit for bit.
     """
 
     def __init__(
@@ -90,7 +75,14 @@ class LatencyModel:
         self.token_ops = layer_token_ops(model)
         self.head_ops = lm_head_ops(model)
         self.att = attention_coeffs(model)
+        tok, head = self.token_ops, self.head_ops
+        self.op_sums = OpSums(
+            sum(op.f for op in tok), sum(op.b for op in tok), sum(op.w for op in tok),
+            sum(op.f for op in head), sum(op.b for op in head), sum(op.w for op in head),
+        )  # fmt: skip
         self._rates: dict[int, _Rates] = {}
+        self._tables: dict[tuple[int, ...], SmTable] = {}
+        self._memo_key = object()  # this model's slot in Batch.memo
         # Communication does not depend on the SM count (NVLink bound; NCCL's few SMs ignored).
         self._link_s_per_byte = 1.0 / (hardware.link_bw * cal.link)
         self._max_bw_eff = max(cal.efficiency(k)[1] for k in ("gemm", "elementwise",
@@ -115,78 +107,82 @@ class LatencyModel:
                 out.append((op.f / (compute * ec), op.b / (bw * eb), op.w / (bw * eb)))
             return tuple(out)
 
-        a = self.att
+        fa = self.att.flops_per_attended
         dc, db = cal.efficiency("attn_decode")
         pc, pb = cal.efficiency("attn_prefill")
+        x_dec, y_dec = fa / (compute * dc), 1.0 / (bw * db)
+        x_pre, y_pre = fa / (compute * pc), 1.0 / (bw * pb)
         return _Rates(
             token=op_rates(self.token_ops),
             head=op_rates(self.head_ops),
-            att_f_dec=a.flops_per_attended / (compute * dc),
-            att_q_dec=a.bytes_per_q / (bw * db),
-            att_kv_dec=a.bytes_per_kv / (bw * db),
-            att_f_pre=a.flops_per_attended / (compute * pc),
-            att_q_pre=a.bytes_per_q / (bw * pb),
-            att_kv_pre=a.bytes_per_kv / (bw * pb),
-        )
+            x_dec=x_dec, y_dec=y_dec, t_dec=y_dec / x_dec,
+            x_pre=x_pre, y_pre=y_pre, t_pre=y_pre / x_pre,
+        )  # fmt: skip
+
+    def _table(self, sms: Sequence[int]) -> SmTable:
+        key = tuple(sms)
+        tab = self._tables.get(key)
+        if tab is None:
+            tab = self._tables[key] = SmTable([self._rates_for(s) for s in key], key)
+        return tab
+
+    def _prepared(self, b: Batch) -> Prepared:
+        memo = b.memo
+        p = memo.get(self._memo_key)
+        if p is None:
+            p = memo[self._memo_key] = Prepared(self, b)
+        return p
+
+    def link_seconds(self, tokens: int, rows: int) -> tuple[float, float]:
+        """(all-reduce seconds per layer, logits-gather seconds) of a batch; 0 without TP."""
+        m, cal = self.model, self.calibration
+        if m.tp == 1:
+            return 0.0, 0.0
+        comm = 2.0 * (allreduce_link_bytes(m, tokens) * self._link_s_per_byte
+                      + cal.allreduce_latency_s)
+        gather = 0.0
+        if rows:
+            gather = (logits_gather_link_bytes(m, rows) * self._link_s_per_byte
+                      + cal.allreduce_latency_s)
+        return comm, gather
 
     # --- prediction ----------------------------------------------------------------------------
     def predict(self, batch: BatchLike, sms: int | None = None) -> Breakdown:
         """Latency of one iteration of `batch` on `sms` SMs (None: the whole GPU)."""
         b = as_batch(batch)
-        tokens = b.tokens
-        if tokens == 0:
+        if b.tokens == 0:
             return ZERO
+        p = self._prepared(b)
         r = self._rates_for(sms)
-        m, cal = self.model, self.calibration
-
+        tokens = p.tokens
         tok = 0.0
         for kf, kb, kw in r.token:
             x = kf * tokens
             y = kb * tokens + kw
             tok += x if x > y else y
-
-        if b.n_decode == b.n:  # decode only
-            att = float(np.maximum(b.attended * r.att_f_dec,
-                                   b.qf * r.att_q_dec + b.kvf * r.att_kv_dec).sum())
-        elif b.n_decode == 0:  # prefill only
-            att = float(np.maximum(b.attended * r.att_f_pre,
-                                   b.qf * r.att_q_pre + b.kvf * r.att_kv_pre).sum())
-        else:
-            dec = b.is_decode
-            f = b.attended * np.where(dec, r.att_f_dec, r.att_f_pre)
-            mem = b.qf * np.where(dec, r.att_q_dec, r.att_q_pre)
-            mem += b.kvf * np.where(dec, r.att_kv_dec, r.att_kv_pre)
-            att = float(np.maximum(f, mem).sum())
-
-        comm = 0.0
-        if m.tp > 1:
-            comm = 2.0 * (allreduce_link_bytes(m, tokens) * self._link_s_per_byte
-                          + cal.allreduce_latency_s)
-
-        rows = b.n_sample
+        att = (p.dec.seconds(r.x_dec, r.y_dec, r.t_dec)
+               + p.pre.seconds(r.x_pre, r.y_pre, r.t_pre))
+        rows = p.rows
         head = 0.0
         if rows:
             for kf, kb, kw in r.head:
                 x = kf * rows
                 y = kb * rows + kw
                 head += x if x > y else y
-            if m.tp > 1:
-                head += (logits_gather_link_bytes(m, rows) * self._link_s_per_byte
-                         + cal.allreduce_latency_s)
-
-        L = m.num_layers
-        a = self.att
-        flops = L * (sum(op.f for op in self.token_ops) * tokens
-                     + a.flops_per_attended * b.attended_sum)
-        nbytes = L * (sum(op.b for op in self.token_ops) * tokens
-                      + sum(op.w for op in self.token_ops)
-                      + a.bytes_per_q * tokens + a.bytes_per_kv * b.kv_sum)
-        if rows:
-            flops += sum(op.f for op in self.head_ops) * rows
-            nbytes += sum(op.b * rows + op.w for op in self.head_ops)
-        over = cal.iteration_overhead_s
+            head += p.gather
+        L = self.model.num_layers
+        comm = p.comm
+        over = self.calibration.iteration_overhead_s
         return Breakdown(L * (tok + att + comm) + head + over, L * tok, L * att, L * comm, head,
-                         flops, nbytes, over)
+                         p.flops, p.nbytes, over)
+
+    def predict_many(self, batch: BatchLike, sms: Sequence[int]) -> Breakdowns:
+        """`predict(batch, s)` for every s in `sms` at once (arrays, one entry per SM count)."""
+        b = as_batch(batch)
+        tab = self._table(sms)
+        if b.tokens == 0:
+            return Breakdowns.zero(len(tab.sms))
+        return predict_table(self, self._prepared(b), tab)
 
     def predict_concurrent(
         self,
@@ -197,12 +193,8 @@ class LatencyModel:
     ) -> tuple[Breakdown, Breakdown]:
         """(decode, prefill) latencies when both run at once on disjoint SM partitions.
 
-        Each side is first predicted alone on its partition. While both run, their combined HBM
-        traffic may not exceed what the device can deliver (peak bandwidth times the best
-        bandwidth efficiency of any kernel): if the two average demand rates ``bytes / time``
-        add up to more, both progress at the rate ``rho = cap / (demand_d + demand_p)`` until the
-        shorter finishes; the longer then runs alone at full speed. So a memory-bound decode
-        slows when a prefill's traffic competes with it, and never gains from it.
+        Each side is first predicted alone on its partition, then `combine_concurrent` applies
+        the bandwidth contention (see `sglang_duet.latency.contention`).
         """
         hw = self.hardware
         if hw.usable_sms(sms_decode) + hw.usable_sms(sms_prefill) > hw.num_sms:
@@ -211,14 +203,44 @@ class LatencyModel:
             )
         d = self.predict(decode_batch, sms_decode)
         p = self.predict(prefill_batch, sms_prefill)
-        rho = self.contention(d, p)
-        if rho >= 1.0:
-            return d, p
-        short, long_ = (d, p) if d.total_s <= p.total_s else (p, d)
-        short_new = short.total_s / rho
-        long_new = long_.total_s + short.total_s * (1.0 / rho - 1.0)
-        d_new, p_new = (short_new, long_new) if short is d else (long_new, short_new)
-        return (d.scaled(d_new / d.total_s), p.scaled(p_new / p.total_s))
+        return combine(self.bandwidth_cap(), d, p)
+
+    def predict_concurrent_totals(
+        self,
+        decode_batch: BatchLike,
+        prefill_batch: BatchLike,
+        sms_decode: Sequence[int],
+        sms_prefill: Sequence[int],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``total_s`` of both sides of `predict_concurrent` for every partition pair
+        ``(sms_decode[i], sms_prefill[i])`` at once: two float64 arrays, equal bit for bit to
+        the scalar calls. Pass the same sequences each time: their tables are cached."""
+        tab_d, tab_p = self._table(sms_decode), self._table(sms_prefill)
+        if tab_d.pair_checked is not tab_p:
+            hw = self.hardware
+            if len(tab_d.sms) != len(tab_p.sms):
+                raise ValueError("sms_decode and sms_prefill differ in length")
+            for sd, sp in zip(tab_d.sms, tab_p.sms, strict=True):
+                if hw.usable_sms(sd) + hw.usable_sms(sp) > hw.num_sms:
+                    raise ValueError(
+                        f"partitions {sd} + {sp} SMs exceed {hw.num_sms} on {hw.name}")
+            tab_d.pair_checked = tab_p
+        d, p = as_batch(decode_batch), as_batch(prefill_batch)
+        zeros = np.zeros(len(tab_d.sms))
+        t_d, bytes_d = zeros, 0.0
+        if d.tokens:
+            pd = self._prepared(d)
+            t_d, bytes_d = totals_table(self, pd, tab_d), pd.nbytes
+        t_p, bytes_p = zeros, 0.0
+        if p.tokens:
+            pp = self._prepared(p)
+            t_p, bytes_p = totals_table(self, pp, tab_p), pp.nbytes
+        return combine_totals(self.bandwidth_cap(), t_d, bytes_d, t_p, bytes_p)
+
+    def combine_concurrent(self, decode: Breakdown, prefill: Breakdown
+                           ) -> tuple[Breakdown, Breakdown]:
+        """(decode, prefill) predicted alone on their partitions -> both under contention."""
+        return combine(self.bandwidth_cap(), decode, prefill)
 
     def bandwidth_cap(self) -> float:
         """Most HBM B/s the device delivers to all partitions together."""
@@ -226,11 +248,7 @@ class LatencyModel:
 
     def contention(self, a: Breakdown, b: Breakdown) -> float:
         """Progress rate (<= 1) of two overlapping iterations sharing the device's bandwidth."""
-        if a.total_s <= 0.0 or b.total_s <= 0.0:
-            return 1.0
-        demand = a.bytes / a.total_s + b.bytes / b.total_s
-        cap = self.bandwidth_cap()
-        return 1.0 if demand <= cap else cap / demand
+        return progress_rate(self.bandwidth_cap(), a, b)
 
     # --- explanation (not on the hot path) -----------------------------------------------------
     def explain(self, batch: BatchLike, sms: int | None = None) -> list[dict[str, object]]:

@@ -19,7 +19,7 @@ K * t_d is tried and kept if it raises the objective.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .batching import truncate_chunks
@@ -96,6 +96,7 @@ class PartitionOptimizer:
         chunks: tuple[PrefillChunk, ...],
         evaluate: Evaluate,
         exhaustive: bool = False,
+        table: tuple[Sequence[float], Sequence[float]] | None = None,
     ) -> SpatialChoice:
         """Best feasible spatial choice for ``n_decode`` decodes and the FIFO ``chunks``.
 
@@ -106,6 +107,11 @@ class PartitionOptimizer:
         is feasible the result has ``feasible=False``: with ``exhaustive=False`` it is the
         candidate with the smallest t_d (largest S_d); with ``exhaustive=True`` the best
         objective over the whole menu.
+
+        ``table``: optional ``(t_d, t_p)`` of the full ``chunks`` at every menu entry, equal to
+        what ``evaluate`` returns (e.g. one vectorised prediction of the whole menu); the search
+        then reads it instead of calling ``evaluate``, which remains for shrunk prefill batches.
+        The answer is the same either way.
         """
         sizes = self.menu.decode_sizes
         n = len(sizes)
@@ -113,14 +119,19 @@ class PartitionOptimizer:
         cache: dict[tuple[int, int], tuple[float, float]] = {}
         choices: dict[int, SpatialChoice] = {}
 
+        n_p = sum(c.length for c in chunks)
+        td_tab, tp_tab = table if table is not None else ((), ())
+        if table is not None and not len(td_tab) == len(tp_tab) == n:
+            raise ValueError(f"table has {len(td_tab)}/{len(tp_tab)} entries, menu has {n}")
+
         def ev(i: int, ch: tuple[PrefillChunk, ...], n_tok: int) -> tuple[float, float]:
+            if n_tok == n_p and td_tab:  # the full chunks (a shrunk batch has fewer tokens)
+                return td_tab[i], tp_tab[i]
             key = (i, n_tok)
             hit = cache.get(key)
             if hit is None:
                 hit = cache[key] = evaluate(sizes[i], ch)
             return hit
-
-        n_p = sum(c.length for c in chunks)
 
         def feasible(i: int) -> bool:
             return ev(i, chunks, n_p)[0] <= tau

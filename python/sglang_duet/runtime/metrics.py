@@ -20,21 +20,30 @@ class DuetMetrics:
     predicted_tbt_slo_misses_total, lookahead_tokens_discarded_total.
     """
 
-    def __init__(self, enabled: bool, labels: dict[str, str]):
+    def __init__(self, enabled: bool, labels: dict[str, str], plan_log: str | None = None):
         self.counts: PyCounter[str] = PyCounter()
+        self.spatial_decode_steps = 0
         self.discarded = 0
         self.slo_misses = 0
         self.last_mode: str | None = None
         self._prom = _Prometheus(labels) if enabled else None
+        self._plan_log = None
+        if plan_log:
+            path = f"{plan_log}.tp{labels['tp_rank']}.dp{labels['dp_rank']}"
+            self._plan_log = open(path, "w", buffering=1)  # noqa: SIM115 - lives with the process
 
     def record(self, plan: BatchPlan, measured_s: float, tbt_slo_s: float, discarded: int,
-               rank: int) -> None:
+               rank: int, decode_steps: int = 0) -> None:
         self.counts[plan.mode] += 1
         self.discarded += discarded
+        if plan.mode == "spatial":
+            self.spatial_decode_steps += decode_steps
+        if self._plan_log is not None:
+            self._plan_log.write(json.dumps(plan.to_dict(), sort_keys=True) + "\n")
         miss = plan.mode != "idle" and plan.predicted_tbt_s > tbt_slo_s and bool(plan.decode_rids)
         self.slo_misses += miss
         if self._prom is not None:
-            self._prom.record(plan, measured_s, miss, discarded)
+            self._prom.record(plan, measured_s, miss, discarded, decode_steps)
         if plan.mode != self.last_mode:
             self.last_mode = plan.mode
             logger.info(
@@ -78,8 +87,11 @@ class _Prometheus:
                             names)
         self.disc = Counter(p + "lookahead_tokens_discarded", "Surplus look-ahead tokens dropped",
                             names)
+        self.steps = Counter(p + "spatial_decode_steps", "Decode steps run by spatial plans",
+                             names)
 
-    def record(self, plan: BatchPlan, measured_s: float, miss: bool, discarded: int) -> None:
+    def record(self, plan: BatchPlan, measured_s: float, miss: bool, discarded: int,
+               decode_steps: int) -> None:
         lab: dict[str, Any] = self.labels
         self.iters.labels(**lab, mode=plan.mode).inc()
         if plan.mode == "idle":
@@ -87,6 +99,7 @@ class _Prometheus:
         if plan.mode == "spatial":
             self.sms.labels(**lab).set(plan.sms_decode)
             self.k.labels(**lab).set(plan.lookahead)
+            self.steps.labels(**lab).inc(decode_steps)
         self.pred.labels(**lab, mode=plan.mode).observe(plan.predicted_total_s)
         self.meas.labels(**lab, mode=plan.mode).observe(measured_s)
         if miss:

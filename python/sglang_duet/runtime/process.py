@@ -11,9 +11,10 @@ def run_duet_scheduler_process(duet_args: dict[str, Any], *args: Any, **kwargs: 
     `duet_args` is DuetArgs.to_dict(); bound with functools.partial by the launcher so that it
     travels to the child with the rest of the process arguments.
     """
-    from sglang_duet.cpu import patch_rope_for_cpu
+    from sglang_duet.cpu import patch_rope_for_cpu, patch_tp_groups_for_cpu
 
     patch_rope_for_cpu()
+    patch_tp_groups_for_cpu()
 
     import sglang.srt.managers.scheduler as sched_mod
 

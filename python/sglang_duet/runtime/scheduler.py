@@ -59,7 +59,7 @@ class DuetScheduler(Scheduler):
         self.duet_policy = setup.policy
         self.duet_partitions = setup.partitions
         labels = {"tp_rank": str(self.ps.tp_rank), "dp_rank": str(self.ps.dp_rank or 0)}
-        self.duet_metrics = DuetMetrics(bool(sa.enable_metrics), labels)
+        self.duet_metrics = DuetMetrics(bool(sa.enable_metrics), labels, self.duet_args.plan_log)
         self.duet_plan: BatchPlan | None = None
         self._duet_knobs = (self.is_mixed_chunk, self.chunked_prefill_size, self.max_prefill_tokens)
         logger.info(
@@ -112,14 +112,17 @@ class DuetScheduler(Scheduler):
         s_d, s_p = self.duet_partitions.streams(plan.sms_decode)
         return torch.cuda.stream(s_d), torch.cuda.stream(s_p)
 
-    def _step_spatial(self, prefill: ScheduleBatch, plan: BatchPlan) -> tuple[float, float, int]:
-        """Decode (k look-ahead steps) and prefill, launched in that order, then processed."""
+    def _step_spatial(
+        self, prefill: ScheduleBatch, plan: BatchPlan
+    ) -> tuple[float | None, float, int, int]:
+        """Decode (k look-ahead steps) and prefill, launched in that order, then processed.
+        Returns (decode step s, prefill s, surplus tokens discarded, decode steps run)."""
         decode = self.update_running_batch(self.running_batch)
         self.running_batch = decode
         if decode is None or decode.is_empty():
             t0 = time.perf_counter()
             self.process_batch_result(prefill, self.run_batch(prefill))
-            return 0.0, time.perf_counter() - t0, 0
+            return None, time.perf_counter() - t0, 0, 0
         k, why = lookahead.max_safe_lookahead(self, decode, plan.lookahead)
         if why and k < plan.lookahead:
             logger.debug("duet: look-ahead %d -> %d (%s)", plan.lookahead, k, why)
@@ -136,7 +139,7 @@ class DuetScheduler(Scheduler):
         self.process_batch_result(prefill, result_p)
         t4 = time.perf_counter()
         # Sequential execution (no partitions) lets each phase be timed on its own.
-        return (t1 - t0 + t3 - t2) / k, t2 - t1 + t4 - t3, discarded
+        return (t1 - t0 + t3 - t2) / k, t2 - t1 + t4 - t3, discarded, k
 
     @DynamicGradMode()
     def event_loop_normal(self):
@@ -157,9 +160,9 @@ class DuetScheduler(Scheduler):
                 continue
             t0 = time.perf_counter()
             decode_s = prefill_s = None
-            discarded = 0
+            discarded = steps = 0
             if plan is not None and plan.mode == "spatial" and batch.forward_mode.is_extend():
-                decode_s, prefill_s, discarded = self._step_spatial(batch, plan)
+                decode_s, prefill_s, discarded, steps = self._step_spatial(batch, plan)
             else:
                 self.process_batch_result(batch, self.run_batch(batch))
             measured = time.perf_counter() - t0
@@ -169,7 +172,7 @@ class DuetScheduler(Scheduler):
                 else:
                     self.duet_policy.observe(plan, measured, decode_s, prefill_s)
                 self.duet_metrics.record(
-                    plan, measured, self.duet_policy.tbt_slo_s, discarded, self.ps.tp_rank
+                    plan, measured, self.duet_policy.tbt_slo_s, discarded, self.ps.tp_rank, steps
                 )
             self.last_batch = batch
 

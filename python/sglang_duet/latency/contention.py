@@ -1,0 +1,74 @@
+"""Two iterations on disjoint SM partitions sharing the device's HBM bandwidth.
+
+Each side is first predicted alone on its partition. While both run, their combined HBM traffic
+may not exceed ``cap`` (peak bandwidth times the best bandwidth efficiency of any kernel): if the
+two average demand rates ``bytes / time`` add up to more, both progress at the rate
+``rho = cap / (demand_d + demand_p)`` until the shorter finishes; the longer then runs alone at
+full speed. So a memory-bound decode slows when a prefill's traffic competes with it, and never
+gains from it.
+
+`combine` works on two Breakdowns, `combine_totals` on arrays of total times (one entry per
+partition pair); they perform the same floating-point operations, so they agree bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .breakdown import Breakdown
+
+
+def progress_rate(cap: float, a: Breakdown, b: Breakdown) -> float:
+    """Progress rate (<= 1) of two overlapping iterations sharing `cap` B/s."""
+    if a.total_s <= 0.0 or b.total_s <= 0.0:
+        return 1.0
+    demand = a.bytes / a.total_s + b.bytes / b.total_s
+    return 1.0 if demand <= cap else cap / demand
+
+
+def combine(cap: float, d: Breakdown, p: Breakdown) -> tuple[Breakdown, Breakdown]:
+    """(d, p) predicted alone -> (d, p) when they overlap; see the module docstring."""
+    rho = progress_rate(cap, d, p)
+    if rho >= 1.0:
+        return d, p
+    short, long_ = (d, p) if d.total_s <= p.total_s else (p, d)
+    short_new = short.total_s / rho
+    long_new = long_.total_s + short.total_s * (1.0 / rho - 1.0)
+    d_new, p_new = (short_new, long_new) if short is d else (long_new, short_new)
+    return d.scaled(d_new / d.total_s), p.scaled(p_new / p.total_s)
+
+
+def combine_totals(
+    cap: float, t_d: np.ndarray, bytes_d: float, t_p: np.ndarray, bytes_p: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """`combine` on arrays of alone totals (each side's bytes do not depend on its SMs)."""
+    if not ((t_d > 0.0).all() and (t_p > 0.0).all()):
+        # an empty side (zero time): pair by pair, exactly as `combine` does
+        return _combine_each(cap, t_d, bytes_d, t_p, bytes_p)
+    demand = bytes_d / t_d + bytes_p / t_p
+    # rho = 1 where demand fits: the formulas below then return t_d and t_p unchanged, exactly
+    # (x / 1.0 == x, x + s * 0.0 == x, t * (t / t) == t)
+    rho = np.minimum(cap / demand, 1.0)
+    d_short = t_d <= t_p
+    short = np.where(d_short, t_d, t_p)
+    long_ = np.where(d_short, t_p, t_d)
+    short_new = short / rho
+    long_new = long_ + short * (1.0 / rho - 1.0)
+    d_new = np.where(d_short, short_new, long_new)
+    p_new = np.where(d_short, long_new, short_new)
+    return t_d * (d_new / t_d), t_p * (p_new / t_p)
+
+
+def _combine_each(
+    cap: float, t_d: np.ndarray, bytes_d: float, t_p: np.ndarray, bytes_p: float
+) -> tuple[np.ndarray, np.ndarray]:
+    out_d, out_p = [], []
+    for td, tp in zip(t_d.tolist(), t_p.tolist(), strict=True):
+        d, p = combine(cap, _total(td, bytes_d), _total(tp, bytes_p))
+        out_d.append(d.total_s)
+        out_p.append(p.total_s)
+    return np.array(out_d, np.float64), np.array(out_p, np.float64)
+
+
+def _total(t: float, nbytes: float) -> Breakdown:
+    return Breakdown(t, 0.0, 0.0, 0.0, 0.0, 0.0, nbytes)
