@@ -10,6 +10,7 @@ import sys
 
 import pytest
 import requests
+
 from helpers.reference import hf_greedy, prompts
 from helpers.server import ROOT, child_env, free_port
 

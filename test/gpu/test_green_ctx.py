@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sglang_duet.partition import PartitionMenu
 from sglang_duet.partition.green_ctx import GreenCtxBackend
 

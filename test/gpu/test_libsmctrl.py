@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sglang_duet.partition.libsmctrl import LibsmctrlBackend
 
 from .conftest import record_smids, smid_set

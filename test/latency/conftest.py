@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_model
 
 

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+
 from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
 from sglang_duet.latency.fit import calibrate, fit_efficiencies, relative_errors
 from sglang_duet.latency.samples import (

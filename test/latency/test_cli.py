@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from sglang_duet.latency import Batch, Calibration
 from sglang_duet.latency.cli import JSON_KEYS, main
 from sglang_duet.latency.samples import Sample, write_samples

@@ -7,6 +7,7 @@ import math
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from sglang_duet.latency import Batch, Calibration
 
 requests = st.lists(st.tuples(st.integers(0, 32768), st.integers(0, 262144)), max_size=300)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sglang_duet.latency import HARDWARE, get_hardware
 from sglang_duet.latency.hardware import bandwidth_curve, knee_for
 

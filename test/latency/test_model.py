@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from sglang_duet.latency import MODELS, ModelSpec, get_model
 
 QWEN3_8B_CONFIG = {  # Qwen/Qwen3-8B config.json (abridged)

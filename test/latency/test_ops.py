@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sglang_duet.latency import get_model
 from sglang_duet.latency.ops import attention_coeffs, layer_token_ops, lm_head_ops
 

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+
 from sglang_duet.latency import Batch, Breakdown
 from sglang_duet.latency.features import build_features
 from sglang_duet.latency.samples import Sample

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from sglang_duet.partition.__main__ import main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from sglang_duet.partition.masks import (
     MASK_BITS,
     allowed_tpcs,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
+
 from sglang_duet.partition import (
     AUTO_ORDER,
     BACKEND_NAMES,

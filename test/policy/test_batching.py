@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from sglang_duet.policy import PrefillChunk, ReqState, form_chunked_batch, truncate_chunks
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from sglang_duet.policy import Correction, DuetPolicy, ReqState
 
 

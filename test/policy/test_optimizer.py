@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
+
 from sglang_duet.policy import PartitionOptimizer, PrefillChunk, SmMenu
 from sglang_duet.policy.optimizer import _first_true, best_lookahead
 

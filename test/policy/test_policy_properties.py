@@ -6,6 +6,7 @@ import functools
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
 from sglang_duet.latency import Batch
 from sglang_duet.policy import DuetPolicy, ReqState, SmMenu, form_chunked_batch
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from sglang_duet.latency import Batch
 from sglang_duet.policy import DuetPolicy, ReqState
 

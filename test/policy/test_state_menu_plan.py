@@ -7,6 +7,7 @@ import json
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+
 from sglang_duet.policy import BatchPlan, PrefillChunk, ReqState, SmMenu
 
 

@@ -12,6 +12,7 @@ import time
 
 import pytest
 import requests
+
 from helpers.reference import hf_greedy, prompts
 
 pytestmark = pytest.mark.server
@@ -201,3 +202,16 @@ class TestBadRequests:
         assert 400 <= r.status_code < 500, r.text
         assert needle.lower() in r.text.lower()
         assert requests.get(duet_server.url + "/health", timeout=30).status_code == 200
+
+
+class TestDataParallel:
+    def test_dp2_runs_a_duet_scheduler_per_replica(self, request, duet_server):
+        from helpers.server import Server
+
+        srv = Server(["--chunked-prefill-size", "64", "--dp-size", "2"]).start()
+        request.addfinalizer(srv.stop)
+        ps = prompts(8, MIXED, seed=7)
+        got = [r["output_ids"] for r in run_all(srv, ps, 6, ignore_eos=True)]
+        assert got == [r["output_ids"] for r in run_all(duet_server, ps, 6, ignore_eos=True)]
+        log = srv.log(tail=0)
+        assert re.search(r"DP0\] DuetScheduler:", log) and re.search(r"DP1\] DuetScheduler:", log)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from sglang_duet.latency import Batch, LatencyModel, get_hardware, get_model
 from sglang_duet.sim import SimConfig, Workload, simulate, summarize
 from sglang_duet.sim.kvcache import PAGE_SIZE

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from sglang_duet.sim import RESULT_KEYS, policy_names
 from sglang_duet.sim.cli import main
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sglang_duet.sim.metrics import token_times
 from sim_helpers import latency, make_workload, pred, run
+
+from sglang_duet.sim.metrics import token_times
 
 REL = 1e-9
 

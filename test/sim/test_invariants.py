@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sim_helpers import make_workload, mem_fraction_for, run
+
 from sglang_duet.latency import Batch
 from sglang_duet.sim import SimConfig, build_arrivals, load_trace, policy_names, simulate
 from sglang_duet.sim.executor import Executor
 from sglang_duet.sim.metrics import summarize, token_times
-from sim_helpers import make_workload, mem_fraction_for, run
 
 POLICIES = policy_names()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from sglang_duet.sim.arrivals import build_arrivals
 from sglang_duet.sim.traces import TraceError, load_trace
 

@@ -1,0 +1,41 @@
+"""SGLang Req -> policy ReqState translation (fake requests; no server)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from sglang_duet.policy import ReqState
+from sglang_duet.runtime.bridge import decode_state, policy_inputs, waiting_state
+
+
+def req(rid, prompt, out=0, prefix=None, finished=False, max_new=16):
+    return SimpleNamespace(
+        rid=rid, origin_input_ids=list(range(prompt)), output_ids=list(range(out)),
+        prefix_indices=None if prefix is None else list(range(prefix)),
+        sampling_params=SimpleNamespace(max_new_tokens=max_new), finished=lambda: finished,
+    )
+
+
+def test_decode_state_counts_whole_prompt_and_outputs():
+    assert decode_state(req("a", 10, out=3)) == ReqState("a", 10, 10, 3, 16)
+
+
+def test_waiting_state_uses_prefix_capped_below_prompt():
+    assert waiting_state(req("w", 10, prefix=4)).computed == 4
+    assert waiting_state(req("w", 10, prefix=10)).computed == 9  # always one token to compute
+    assert waiting_state(req("w", 10)).computed == 0
+
+
+def test_retracted_request_reprefills_its_outputs():
+    s = waiting_state(req("r", 10, out=5, prefix=0))
+    assert (s.prompt_len, s.generated) == (15, 0)
+
+
+def test_policy_inputs_order_chunked_first_and_skip_finished():
+    running = [req("d1", 5, out=2), req("done", 5, out=2, finished=True)]
+    chunked = req("c", 300, prefix=128)
+    waiting = [req("w1", 20), chunked, req("w2", 30)]
+    decodes, queue = policy_inputs(running, waiting, chunked)
+    assert [d.rid for d in decodes] == ["d1"]
+    assert [w.rid for w in queue] == ["c", "w1", "w2"]
+    assert queue[0].computed == 128
