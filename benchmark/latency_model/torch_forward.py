@@ -13,6 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 import torch.nn.functional as F
+
 from sglang_duet.latency import Batch, ModelSpec
 
 try:  # bottom-right aligned causal mask: new tokens see the whole cached prefix
@@ -87,17 +88,20 @@ class TorchRunner:
         if self.device.type != "cuda":
             return [None], "cpu: whole device only"
         try:
-            from sglang_duet.partition import select_backend
+            from sglang_duet.partition import build_partition_menu
 
-            backend, reason = select_backend("auto")
-            make = getattr(backend, "make_stream", None) or getattr(backend, "stream", None)
-            if make is None or type(backend).__name__.lower().startswith("none"):
+            want = [s for s in sizes if s is not None]
+            menu, reason = build_partition_menu("auto", self.device.index or 0)
+            if not menu.decode_sizes:
                 return [None], f"no SM partition backend ({reason}); whole device only"
-            for s in sizes:
-                if s is not None:
-                    self._streams[s] = make(s)
-            self._backend = backend
-            return sizes, f"partitions via {type(backend).__name__} ({reason})"
+            usable = []
+            for s in want:  # the menu's nearest size at or above each request
+                fit = [d for d in menu.decode_sizes if d >= s]
+                if fit:
+                    self._streams[fit[0]] = menu.streams(fit[0])[0]  # the decode-side stream
+                    usable.append(fit[0])
+            self._backend = menu
+            return [None, *sorted(set(usable))], f"partitions via {menu.backend} ({reason})"
         except Exception as e:  # optional feature: any failure means whole device only
             return [None], f"partition backend unavailable ({type(e).__name__}: {e})"
 

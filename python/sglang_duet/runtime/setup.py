@@ -57,24 +57,22 @@ class DuetSetup:
 
 
 def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int):
-    """(SmMenu, PartitionMenu | None, backend name). Falls back to `none` with a warning."""
-    try:
-        from sglang_duet import partition
-    except ImportError:  # pragma: no cover - the package ships with sglang_duet
-        partition = None
-    if partition is not None and device != "cpu":
-        try:
-            backend, reason = partition.select_backend(args.partition_backend)
-            logger.info("duet: partition backend %s (%s)", backend.name, reason)
-            if backend.name != "none":
-                menu = partition.PartitionMenu.build(backend, device=gpu_id)
-                return menu.sm_menu, menu, backend.name
-        except Exception as e:  # a backend that cannot grant what it promised
-            logger.warning("duet: partition backend failed (%s); falling back to none", e)
+    """(SmMenu, PartitionMenu | None, backend name), built once at start-up.
+
+    A backend that is unavailable or grants fewer SMs than asked falls back to `none` (the
+    partition package logs why). With `none`, spatial plans run decode then prefill on the same
+    device, one after the other; the menu still describes the device so the policy can plan.
+    """
+    if device != "cpu":
+        from sglang_duet.partition import build_partition_menu
+
+        menu, reason = build_partition_menu(args.partition_backend, gpu_id)
+        logger.info("duet: partition backend %s (%s)", menu.backend, reason)
+        if menu.decode_sizes:
+            return menu.sm_menu, menu, menu.backend
     elif args.partition_backend not in ("auto", "none"):
-        logger.warning("duet: %s needs a GPU; using none", args.partition_backend)
-    # No partitioning: spatial plans run decode then prefill on the same device, one after the
-    # other; the menu still describes the device so the policy can reason about splits.
+        logger.warning("duet: --duet-partition-backend %s needs a GPU; using none",
+                       args.partition_backend)
     return SmMenu.tpc_masks(hardware.num_sms, hardware.sms_per_tpc), None, "none"
 
 
