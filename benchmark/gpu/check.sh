@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# GPU check for sglang-duet: build sgl-duet-kernel, run the GPU tests, the SM-scaling benchmark
-# and (when present) the latency model's GPU profiler. Needs only a CUDA GPU, PyTorch, pytest,
-# scikit-build-core, CMake and nvcc -- no internet. Writes at most 8 files into one folder:
+# GPU check for sglang-duet: build sgl-duet-kernel, run the GPU tests, the SM-scaling benchmark,
+# the concurrent decode/prefill check against the latency model and (when present) the latency
+# model's GPU profiler. Needs only a CUDA GPU, PyTorch, pytest, scikit-build-core, CMake and
+# nvcc -- no internet. Writes at most 8 files into one folder:
 #   ${OUT:-benchmark/results/gpu}/{check.log, summary.json, partition_smids.json,
-#     sm_scaling.json, sm_scaling.png, latency_samples.csv, latency_samples.json}
+#     sm_scaling.json, sm_scaling.png, concurrent_check.json, latency_samples.csv,
+#     latency_samples.json}
 # Total wall time stays under CHECK_BUDGET_S (default 540 s, so one 10-minute device call fits).
 #
 #   bash benchmark/gpu/check.sh                 # from the repository root (or anywhere)
@@ -81,6 +83,10 @@ run_step gpu_tests 240 1 "$PY" -m pytest -q -rA -p no:cacheprovider test/gpu tes
   test/partition
 
 run_step sm_scaling 240 1 "$PY" benchmark/partition/sm_scaling.py --out "$OUT_DIR"
+
+# Decode and prefill on two partition streams at once vs. LatencyModel.predict_concurrent
+# (about a minute on an H200; sequential on the whole device when no partition backend works).
+run_step concurrent_check 150 1 "$PY" benchmark/gpu/concurrent_check.py --out "$OUT_DIR"
 
 PROFILER="benchmark/latency_model/profile_gpu.py"
 if [[ -f "$PROFILER" ]]; then

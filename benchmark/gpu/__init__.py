@@ -1,0 +1,1 @@
+"""GPU checks (benchmark/gpu/check.sh and the scripts it runs)."""
