@@ -2,6 +2,11 @@
 
     PYTHONPATH=python python benchmark/latency_model/prediction_cost.py [--requests 256]
 
+A Batch keeps what a model derives from it, so predicting the same batch again (another SM
+count) costs only the per-SM arithmetic; the ``*_fresh`` cases build a new batch every call
+(what a scheduler pays once per iteration). ``*_menu`` cases score all 65 TPC-mask partitions of
+an H100 in one vectorised call (``predict_many`` / ``predict_concurrent_totals``).
+
 Writes benchmark/results/latency_model/prediction_cost.json.
 """
 
@@ -73,19 +78,33 @@ def run(args: BenchArgs) -> dict[str, object]:
     pairs = mixed.pairs()
     lm = LatencyModel(get_hardware(args.hardware), get_model(args.model))
     small = Batch(q[:32], c[:32])
+    ctx = c.tolist()
+    hw = lm.hardware
+    menu = tuple(range(hw.sms_per_tpc, hw.num_sms, hw.sms_per_tpc))  # TPC masks: 2..130
+    rest = tuple(hw.num_sms - s for s in menu)
+    chunks = Batch(rng.integers(512, 4096, 2), np.zeros(2, np.int64))
     cases = {
         "predict_mixed_batch": lambda: lm.predict(mixed),
         "predict_decode_batch": lambda: lm.predict(decode),
         "predict_mixed_batch_66_sms": lambda: lm.predict(mixed, 66),
         "predict_from_pairs": lambda: lm.predict(pairs),  # includes building the Batch
+        "predict_mixed_batch_fresh": lambda: lm.predict(Batch(q, c)),
+        "predict_decode_batch_fresh": lambda: lm.predict(Batch.decode_steps(ctx)),
         "build_batch_from_arrays": lambda: Batch(q, c),
+        "build_decode_batch_from_list": lambda: Batch.decode_steps(ctx),
         "predict_concurrent": lambda: lm.predict_concurrent(decode, small, 40, 92),
+        "predict_many_decode_menu": lambda: lm.predict_many(decode, menu),
+        "predict_concurrent_totals_menu": lambda: lm.predict_concurrent_totals(
+            decode, chunks, menu, rest),
+        "predict_concurrent_totals_menu_fresh": lambda: lm.predict_concurrent_totals(
+            Batch.decode_steps(ctx), Batch([4096, 600], [0, 0]), menu, rest),
     }
     results = {name: _time(fn, args.calls) for name, fn in cases.items()}
     return {
         "config": asdict(args),
         "target_us": 30.0,
         "headline": "predict_mixed_batch",
+        "menu_entries": len(menu),
         "results": results,
         "env": {
             "python": platform.python_version(),
@@ -108,6 +127,7 @@ def main() -> None:
         print(f"{name:<28} median {r['median_us']:7.2f} us  p10 {r['p10_us']:7.2f}  "
               f"p90 {r['p90_us']:7.2f}")
     print(f"loadavg {report['env']['loadavg']}; wrote {args.out}")
+    print(f"(menu: {report['menu_entries']} partitions per *_menu call)")
 
 
 if __name__ == "__main__":

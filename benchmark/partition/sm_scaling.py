@@ -94,8 +94,9 @@ def _measure(stream, bufs, args: BenchArgs) -> dict[str, float]:
 
 
 def run(args: BenchArgs) -> dict:
-    import sgl_duet_kernel as k
     import torch
+
+    import sgl_duet_kernel as k
 
     torch.manual_seed(args.seed)
     dev = torch.device("cuda", args.device)

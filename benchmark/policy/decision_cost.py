@@ -5,7 +5,11 @@ Times ``plan()`` over many iterations while the running decodes advance one toke
 waiting prompts -- at TBT SLOs that exercise each decision path, plus the issue's scenarios.
 Writes median / p95 / p99 microseconds to ``benchmark/results/policy/decision_cost.json``.
 
-    PYTHONPATH=python python benchmark/policy/decision_cost.py [--iters 2000] [--out PATH]
+The headline is the issue's workload at tau = 0.4 s, where the mixed batch misses tau and the
+optimizer must search the SM menu for a spatial split (the most expensive path); every case's
+median is listed under ``medians_us`` and checked against the 100 us target.
+
+    PYTHONPATH=python python benchmark/policy/decision_cost.py [--iters 3000] [--out PATH]
 
 p99 on a shared CPU includes OS preemption (about one 4 ms scheduler slice per preemption).
 """
@@ -28,6 +32,7 @@ sys.path.insert(0, os.path.join(ROOT, "python"))
 from sglang_duet.policy import DuetPolicy, ReqState  # noqa: E402
 
 DEFAULT_OUT = os.path.join(ROOT, "benchmark", "results", "policy", "decision_cost.json")
+TARGET_US = 100.0  # issue 4: median plan() cost on the issue's workload, every decision path
 
 
 def issue_workload(seed: int = 0) -> tuple[list[ReqState], list[ReqState]]:
@@ -59,10 +64,13 @@ def time_plans(
         pol.plan(decodes, waiting)
     samples: list[float] = []
     modes: Counter[str] = Counter()
+    by_mode: dict[str, list[float]] = {}
     for _ in range(iters):
         t0 = time.perf_counter_ns()
         plan = pol.plan(decodes, waiting)
-        samples.append((time.perf_counter_ns() - t0) / 1e3)
+        us = (time.perf_counter_ns() - t0) / 1e3
+        samples.append(us)
+        by_mode.setdefault(plan.mode, []).append(us)
         modes[plan.mode] += 1
         decodes = advance(decodes)
     samples.sort()
@@ -73,21 +81,24 @@ def time_plans(
         "p99_us": round(samples[int(0.99 * (len(samples) - 1))], 1),
         "mean_us": round(statistics.fmean(samples), 1),
         "modes": dict(modes),
+        # a case whose plans change mode over the run: the median cost of each decision path
+        "median_us_by_mode": {m: round(statistics.median(v), 1) for m, v in by_mode.items()},
         "example": {k: v for k, v in plan.to_dict().items() if k not in ("decode_rids",)},
     }
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--iters", type=int, default=2000)
+    ap.add_argument("--iters", type=int, default=3000)
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args()
 
     cases = []
     dec, wait = issue_workload()
-    # tau = 100 ms: even the decodes alone miss it (about 2e4 tokens of KV per request average:
-    # 256 x ~17K contexts); 0.4 s: spatial; 0.6 s: the mixed batch fits.
-    for tau in (0.1, 0.4, 0.6):
+    # tau = 0.4 s (headline): the mixed batch misses it, the optimizer searches the menu and
+    # picks a spatial split; 0.1 s: even the decodes alone miss it (about 2e4 tokens of KV per
+    # request on average: 256 x ~17K contexts), decode-only; 0.6 s: the mixed batch fits.
+    for tau in (0.4, 0.1, 0.6):
         cases.append((f"issue: 256 decodes 1K-32K + 8 waiting, tau={tau}s", tau, dec, wait))
     d2, w2 = uniform_workload(256, 1024, [4096] * 8)
     cases.append(("256 decodes at 1K + 8 x 4K waiting, tau=0.05s", 0.05, d2, w2))
@@ -106,15 +117,21 @@ def main() -> None:
             f"{row['modes']}"
         )
 
+    head = results[0]
+    worst = max(r["median_us"] for r in results)
     out = {
         "benchmark": "policy.decision_cost",
         "hardware_model": "h100-sxm",
         "model": "qwen3-8b",
         "menu": "TPC masks (2..130 SMs, step 2)",
-        "headline": results[0]["case"],
-        "headline_median_us": results[0]["median_us"],
-        "headline_p99_us": results[0]["p99_us"],
-        "worst_median_us": max(r["median_us"] for r in results),
+        "target_us": TARGET_US,
+        "headline": head["case"],
+        "headline_modes": head["modes"],
+        "headline_median_us": head["median_us"],
+        "headline_p99_us": head["p99_us"],
+        "worst_median_us": worst,
+        "all_medians_within_target": worst <= TARGET_US,
+        "medians_us": {r["case"]: r["median_us"] for r in results},
         "cases": results,
         "host": {
             "python": platform.python_version(),

@@ -139,3 +139,41 @@ def test_exhaustive_picks_best_objective_when_nothing_is_feasible():
         t_d, t_p = evaluate(s, chunks)
         objs.append(best_lookahead(64, 4096, t_d, t_p, 4)[1])
     assert got.objective == max(objs)
+
+
+@given(
+    n_d=st.integers(1, 256),
+    n_p=st.integers(2, 8192),
+    tau=st.floats(0.01, 0.3),
+    work=st.floats(0.05, 5.0),
+    rate=st.floats(50.0, 5000.0),
+    contention=st.floats(0.0, 1.0),
+    big_k=st.integers(1, 6),
+    exhaustive=st.booleans(),
+)
+def test_table_and_floor_change_nothing(n_d, n_p, tau, work, rate, contention, big_k,
+                                        exhaustive):
+    """A precomputed table of the full chunks and a valid floor (shrink pruning) give the same
+    choice as evaluating on demand, shrinking included."""
+    menu = SmMenu.tpc_masks(132)
+    chunks = (PrefillChunk("a", 0, n_p // 2), PrefillChunk("b", 100, n_p - n_p // 2))
+    chunks = tuple(c for c in chunks if c.length)
+    evaluate = synthetic(work, rate, contention, 132)
+    calls: list[int] = []
+
+    def counted(sms_d, ch):
+        calls.append(sms_d)
+        return evaluate(sms_d, ch)
+
+    def floor(i):  # decode alone (no contention) and the prefill's per-token part
+        s = menu.decode_sizes[i]
+        return work / s, 1.0 / (rate * (132 - s))
+
+    ref = PartitionOptimizer(menu, tau, big_k).optimize(n_d, chunks, evaluate, exhaustive)
+    table = tuple(zip(*(evaluate(s, chunks) for s in menu.decode_sizes), strict=True))
+    fast = PartitionOptimizer(menu, tau, big_k)
+    got = fast.optimize(n_d, chunks, counted, exhaustive, table, floor)
+    assert got == ref
+    # only shrunk prefill batches (<= 3 secant steps per shrinking entry) are evaluated on demand
+    entries = len(menu) if exhaustive else 2 * big_k + 1
+    assert len(calls) <= 3 * entries

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -10,24 +11,35 @@ from itertools import chain
 import numpy as np
 
 _SMALL = 24  # below this many rows, Python integer loops beat numpy's per-call overhead
+_PY_STATS = 160  # below this many decodes, sum/min/max of a list beat three numpy reductions
 
 
-@dataclass(frozen=True, slots=True)
 class KernelRows:
     """The rows of one attention kernel (decode: q == 1; prefill: q >= 2) as exact integer sums.
 
     The sums are Python ints, so they do not depend on row order: a batch predicts the same, bit
-    for bit, however it was assembled (built from pairs, concatenated, reordered).
+    for bit, however it was assembled (built from pairs, concatenated, reordered). Treat as
+    immutable; `memo` holds per-model derivations.
     """
 
-    n: int
-    q: int  # sum of q
-    kv: int  # sum of c + q: keys the kernel reads
-    attended: int  # sum of q*c + q*(q+1)/2: keys attended by the new tokens
-    q_rows: Sequence[int] | np.ndarray  # per-row q and c (for the rare mixed-bound split)
-    c_rows: Sequence[int] | np.ndarray
-    c_min: int = 0
-    c_max: int = 0
+    __slots__ = ("n", "q", "kv", "attended", "q_rows", "c_rows", "c_min", "c_max", "memo")
+
+    def __init__(self, n: int, q: int, kv: int, attended: int,
+                 q_rows: Sequence[int] | np.ndarray, c_rows: Sequence[int] | np.ndarray,
+                 c_min: int = 0, c_max: int = 0) -> None:
+        self.n = n  # rows
+        self.q = q  # sum of q
+        self.kv = kv  # sum of c + q: keys the kernel reads
+        self.attended = attended  # sum of q*c + q*(q+1)/2: keys attended by the new tokens
+        self.q_rows = q_rows  # per-row q and c (for the rare mixed-bound split)
+        self.c_rows = c_rows
+        self.c_min = c_min  # extreme contexts (the decode rows' compute/memory ratio grows
+        self.c_max = c_max  # with c)
+        self.memo: dict = {}
+
+    def __repr__(self) -> str:
+        return (f"KernelRows(n={self.n}, q={self.q}, kv={self.kv}, attended={self.attended}, "
+                f"c_min={self.c_min}, c_max={self.c_max})")
 
     def merged(self, other: KernelRows) -> KernelRows:
         if not other.n:
@@ -46,16 +58,34 @@ class KernelRows:
 NO_ROWS = KernelRows(0, 0, 0, 0, (), ())
 
 
+_ONES: dict[tuple[int, type], np.ndarray] = {}
+
+
+def _ones(n: int, dtype: type) -> np.ndarray:
+    """A shared read-only array of n ones (decode batches' q and sample)."""
+    arr = _ONES.get((n, dtype))
+    if arr is None:
+        if len(_ONES) > 256:
+            _ONES.clear()
+        arr = _ONES[(n, dtype)] = np.ones(n, dtype)
+        arr.flags.writeable = False
+    return arr
+
+
 def _decode_rows(c: np.ndarray) -> KernelRows:
     """Decode rows (q = 1) with cached contexts `c`: attended = keys read = c + 1."""
     n = int(c.size)
     if not n:
         return NO_ROWS
     kv = int(c.sum()) + n
-    return KernelRows(n, n, kv, kv, np.ones(n, np.int64), c, int(c.min()), int(c.max()))
+    return KernelRows(n, n, kv, kv, _ones(n, np.int64), c, int(c.min()), int(c.max()))
 
 
 def _rows_py(qs: list[int], cs: list[int]) -> tuple[KernelRows, KernelRows]:
+    if qs and 1 not in qs and 0 not in qs:  # prefill chunks only (the usual small batch)
+        sq = sum(qs)
+        att = sum([qi * ci + qi * (qi + 1) // 2 for qi, ci in zip(qs, cs, strict=True)])
+        return NO_ROWS, KernelRows(len(qs), sq, sum(cs) + sq, att, qs, cs, min(cs), max(cs))
     dq: list[int] = []
     dc: list[int] = []
     pq: list[int] = []
@@ -83,12 +113,16 @@ def kernel_rows(q: np.ndarray, c: np.ndarray) -> tuple[KernelRows, KernelRows]:
     """(decode rows, prefill rows) of a batch; rows with q == 0 run no kernel."""
     if q.size < _SMALL:
         return _rows_py(q.tolist(), c.tolist())
-    is_dec = q == 1
-    dec = _decode_rows(c[is_dec])
     is_pre = q > 1
-    if not is_pre.any():
+    n_pre = int(np.count_nonzero(is_pre))
+    if n_pre == 0 and q.min() == 1:  # decodes only
+        return _decode_rows(c), NO_ROWS
+    dec = _decode_rows(c[q == 1])
+    if n_pre == 0:
         return dec, NO_ROWS
     pq, pc = q[is_pre], c[is_pre]
+    if n_pre < _SMALL:  # a few prefill chunks among many decodes
+        return dec, _rows_py(pq.tolist(), pc.tolist())[1]
     sq = int(pq.sum())
     att = int((pq * pc).sum()) + int((pq * (pq + 1) // 2).sum())
     pre = KernelRows(int(pq.size), sq, int(pc.sum()) + sq, att, pq, pc, int(pc.min()),
@@ -96,7 +130,7 @@ def kernel_rows(q: np.ndarray, c: np.ndarray) -> tuple[KernelRows, KernelRows]:
     return dec, pre
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, init=False)
 class Batch:
     """Requests of one forward iteration.
 
@@ -107,7 +141,7 @@ class Batch:
     Rows with q == 1 use the decode attention kernel, longer rows the prefill kernel. Derived
     values (sums, per-row arrays) are computed on first use and kept, so repeated predictions
     (e.g. one per SM split) pay only for the model-dependent arithmetic. `LatencyModel` keeps its
-    per-batch preparation in `memo` (keyed per model instance).
+    per-batch preparation in `memo` (keyed per model instance). Treat the arrays as read-only.
     """
 
     q: np.ndarray
@@ -115,22 +149,35 @@ class Batch:
     sample: np.ndarray | None = None
     memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        q = np.asarray(self.q, dtype=np.int64).reshape(-1)
-        c = np.asarray(self.c, dtype=np.int64).reshape(-1)
+    def __init__(self, q: np.ndarray | Sequence[int], c: np.ndarray | Sequence[int],
+                 sample: np.ndarray | Sequence[bool] | None = None) -> None:
+        q = np.asarray(q, dtype=np.int64)
+        c = np.asarray(c, dtype=np.int64)
+        if q.ndim != 1:
+            q = q.reshape(-1)
+        if c.ndim != 1:
+            c = c.reshape(-1)
         if q.shape != c.shape:
             raise ValueError(f"q and c differ in length: {q.size} vs {c.size}")
-        if q.size and (q.min() < 0 or c.min() < 0):
+        d = self.__dict__  # NOTE: set once here; the batch is frozen afterwards
+        if q.size < _SMALL:  # few rows (prefill chunks): scan them once in Python
+            ql, cl = q.tolist(), c.tolist()
+            if ql and (min(ql) < 0 or min(cl) < 0):
+                raise ValueError("q and c must be >= 0")
+            d["kernels"] = _rows_py(ql, cl)  # the cached_property's slot
+        elif q.min() < 0 or c.min() < 0:
             raise ValueError("q and c must be >= 0")
-        if self.sample is None:
+        if sample is None:
             sample = q > 0
         else:
-            sample = np.asarray(self.sample, dtype=bool).reshape(-1)
+            sample = np.asarray(sample, dtype=bool)
+            if sample.ndim != 1:
+                sample = sample.reshape(-1)
             if sample.shape != q.shape:
                 raise ValueError("sample must have one entry per request")
-        object.__setattr__(self, "q", q)  # NOTE: normalised once; the batch is frozen
-        object.__setattr__(self, "c", c)
-        object.__setattr__(self, "sample", sample)
+        if q.size < _SMALL:
+            d["n_sample"] = sum(sample.tolist())
+        d["q"], d["c"], d["sample"], d["memo"] = q, c, sample, {}
 
     # --- derived, computed on first use --------------------------------------------------------
     @cached_property
@@ -212,16 +259,32 @@ class Batch:
         return cls(np.array([q], np.int64), np.array([c], np.int64))
 
     @classmethod
-    def decode_steps(cls, contexts: Sequence[int] | np.ndarray) -> Batch:
-        """One decode step (q = 1, sampling) of each request, with `contexts[i]` tokens cached.
-        Equal to ``Batch(ones, contexts)``, built without the general path's scans."""
-        c = np.asarray(contexts, dtype=np.int64).reshape(-1)
-        n = int(c.size)
-        dec = _decode_rows(c)
+    def decode_steps(cls, contexts: Sequence[int] | np.ndarray, offset: int = 0) -> Batch:
+        """One decode step (q = 1, sampling) of each request, with ``contexts[i] + offset``
+        tokens cached. Equal to ``Batch(ones, contexts + offset)``, built faster."""
+        if isinstance(contexts, list) and 0 < len(contexts) < _PY_STATS:
+            # few requests: Python's sum/min/max beat numpy's per-call overhead; the sums are
+            # the same integers either way
+            n = len(contexts)
+            c = np.frombuffer(array("q", contexts), np.int64)  # faster than np.array on ints
+            if offset:
+                c = c + offset
+            kv = sum(contexts) + n * offset + n
+            dec = KernelRows(n, n, kv, kv, _ones(n, np.int64), c, min(contexts) + offset,
+                             max(contexts) + offset)
+        else:
+            if isinstance(contexts, list) and contexts:
+                c = np.frombuffer(array("q", contexts), np.int64)
+            else:
+                c = np.asarray(contexts, dtype=np.int64).reshape(-1)
+            if offset:
+                c = c + offset
+            n = int(c.size)
+            dec = _decode_rows(c)
         if n and dec.c_min < 0:
             raise ValueError("q and c must be >= 0")
-        return cls._trusted(dec.q_rows if n else np.ones(0, np.int64), c, np.ones(n, bool),
-                            kernels=(dec, NO_ROWS), n=n, n_sample=n)
+        return cls._trusted(_ones(n, np.int64), c, _ones(n, bool), kernels=(dec, NO_ROWS), n=n,
+                            n_sample=n)
 
     @classmethod
     def _trusted(cls, q: np.ndarray, c: np.ndarray, sample: np.ndarray, **derived: object

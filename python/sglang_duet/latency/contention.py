@@ -35,28 +35,35 @@ def combine(cap: float, d: Breakdown, p: Breakdown) -> tuple[Breakdown, Breakdow
     short_new = short.total_s / rho
     long_new = long_.total_s + short.total_s * (1.0 / rho - 1.0)
     d_new, p_new = (short_new, long_new) if short is d else (long_new, short_new)
-    return d.scaled(d_new / d.total_s), p.scaled(p_new / p.total_s)
+    return _stretched(d, d_new), _stretched(p, p_new)
+
+
+def _stretched(b: Breakdown, total_s: float) -> Breakdown:
+    """`b` with its total set to `total_s` and every time component scaled alike."""
+    f = total_s / b.total_s
+    return Breakdown(total_s, b.token_ops_s * f, b.attention_s * f, b.comm_s * f,
+                     b.lm_head_s * f, b.flops, b.bytes, b.overhead_s * f)
 
 
 def combine_totals(
-    cap: float, t_d: np.ndarray, bytes_d: float, t_p: np.ndarray, bytes_p: float
+    cap: float, t_d: np.ndarray, bytes_d: float, t_p: np.ndarray, bytes_p: float,
+    positive: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """`combine` on arrays of alone totals (each side's bytes do not depend on its SMs)."""
-    if not ((t_d > 0.0).all() and (t_p > 0.0).all()):
+    """`combine` on arrays of alone totals (each side's bytes do not depend on its SMs).
+    ``positive``: the caller knows every time is > 0 (skips that check)."""
+    if not (positive or ((t_d > 0.0).all() and (t_p > 0.0).all())):
         # an empty side (zero time): pair by pair, exactly as `combine` does
         return _combine_each(cap, t_d, bytes_d, t_p, bytes_p)
     demand = bytes_d / t_d + bytes_p / t_p
     # rho = 1 where demand fits: the formulas below then return t_d and t_p unchanged, exactly
-    # (x / 1.0 == x, x + s * 0.0 == x, t * (t / t) == t)
-    rho = np.minimum(cap / demand, 1.0)
+    # (x / 1.0 == x, x + s * 0.0 == x)
+    rho = cap / np.maximum(demand, cap)  # 1.0 exactly where the demand fits
     d_short = t_d <= t_p
-    short = np.where(d_short, t_d, t_p)
-    long_ = np.where(d_short, t_p, t_d)
+    short = np.minimum(t_d, t_p)  # the same values as selecting by d_short
+    long_ = np.maximum(t_d, t_p)
     short_new = short / rho
     long_new = long_ + short * (1.0 / rho - 1.0)
-    d_new = np.where(d_short, short_new, long_new)
-    p_new = np.where(d_short, long_new, short_new)
-    return t_d * (d_new / t_d), t_p * (p_new / t_p)
+    return np.where(d_short, short_new, long_new), np.where(d_short, long_new, short_new)
 
 
 def _combine_each(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -23,7 +24,18 @@ from .ops import (
 from .prepared import Prepared
 from .vector import Breakdowns, SmTable, predict_table, totals_table
 
-__all__ = ["ZERO", "Breakdown", "Breakdowns", "LatencyModel"]
+_MEMO_KEEP = 256  # (tokens, rows) entries kept per SM count
+
+__all__ = ["ZERO", "Breakdown", "Breakdowns", "ConcurrentTable", "LatencyModel"]
+
+
+class ConcurrentTable(NamedTuple):
+    """`predict_concurrent` totals over a menu of partition pairs (arrays, seconds)."""
+
+    decode_s: np.ndarray  # under contention
+    prefill_s: np.ndarray
+    decode_alone_s: np.ndarray  # each side alone on its partition
+    prefill_alone_s: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +50,7 @@ class _Rates:
     x_pre: float  # likewise, prefill kernel
     y_pre: float
     t_pre: float
+    memo: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +95,9 @@ class LatencyModel:
         )  # fmt: skip
         self._rates: dict[int, _Rates] = {}
         self._tables: dict[tuple[int, ...], SmTable] = {}
-        self._memo_key = object()  # this model's slot in Batch.memo
+        self._last_table: tuple[tuple[int, ...], SmTable] | None = None
+        self._last_table_2: tuple[tuple[int, ...], SmTable] | None = None
+        self.memo_key = object()  # this model's slot in Batch.memo / KernelRows.memo
         # Communication does not depend on the SM count (NVLink bound; NCCL's few SMs ignored).
         self._link_s_per_byte = 1.0 / (hardware.link_bw * cal.link)
         self._max_bw_eff = max(cal.efficiency(k)[1] for k in ("gemm", "elementwise",
@@ -120,18 +135,22 @@ class LatencyModel:
         )  # fmt: skip
 
     def _table(self, sms: Sequence[int]) -> SmTable:
+        last = self._last_table
+        if last is not None and last[0] is sms:  # the caller's own tuple again: skip hashing
+            return last[1]
+        last = self._last_table_2
+        if last is not None and last[0] is sms:
+            return last[1]
         key = tuple(sms)
         tab = self._tables.get(key)
         if tab is None:
             tab = self._tables[key] = SmTable([self._rates_for(s) for s in key], key)
+        if isinstance(sms, tuple):  # immutable: safe to recognise by identity
+            self._last_table_2, self._last_table = self._last_table, (sms, tab)
         return tab
 
     def _prepared(self, b: Batch) -> Prepared:
-        memo = b.memo
-        p = memo.get(self._memo_key)
-        if p is None:
-            p = memo[self._memo_key] = Prepared(self, b)
-        return p
+        return Prepared.of(self, b)
 
     def link_seconds(self, tokens: int, rows: int) -> tuple[float, float]:
         """(all-reduce seconds per layer, logits-gather seconds) of a batch; 0 without TP."""
@@ -149,27 +168,43 @@ class LatencyModel:
     # --- prediction ----------------------------------------------------------------------------
     def predict(self, batch: BatchLike, sms: int | None = None) -> Breakdown:
         """Latency of one iteration of `batch` on `sms` SMs (None: the whole GPU)."""
-        b = as_batch(batch)
-        if b.tokens == 0:
-            return ZERO
-        p = self._prepared(b)
-        r = self._rates_for(sms)
+        return self._predict(Prepared.of(self, as_batch(batch)), sms)
+
+    def predict_union(self, a: BatchLike, b: BatchLike, sms: int | None = None) -> Breakdown:
+        """``predict(a.concat(b), sms)``, equal bit for bit, without building the
+        concatenated batch (e.g. a mixed chunked-prefill batch from its decode and prefill
+        parts)."""
+        return self._predict(Prepared.union(self, as_batch(a), as_batch(b)), sms)
+
+    def _predict(self, p: Prepared, sms: int | None) -> Breakdown:
         tokens = p.tokens
-        tok = 0.0
-        for kf, kb, kw in r.token:
-            x = kf * tokens
-            y = kb * tokens + kw
-            tok += x if x > y else y
+        if tokens == 0:
+            return ZERO
+        r = self._rates_for(sms)
+        rows = p.rows
+        memo = r.memo  # token-op and LM-head seconds depend on the counts only, which repeat
+        key = (tokens, rows)
+        hit = memo.get(key)
+        if hit is None:
+            tok = 0.0
+            for kf, kb, kw in r.token:
+                x = kf * tokens
+                y = kb * tokens + kw
+                tok += x if x > y else y
+            head = 0.0
+            if rows:
+                for kf, kb, kw in r.head:
+                    x = kf * rows
+                    y = kb * rows + kw
+                    head += x if x > y else y
+            if len(memo) >= _MEMO_KEEP:
+                memo.clear()
+            hit = memo[key] = (tok, head)
+        tok, head = hit
+        if rows:
+            head += p.gather
         att = (p.dec.seconds(r.x_dec, r.y_dec, r.t_dec)
                + p.pre.seconds(r.x_pre, r.y_pre, r.t_pre))
-        rows = p.rows
-        head = 0.0
-        if rows:
-            for kf, kb, kw in r.head:
-                x = kf * rows
-                y = kb * rows + kw
-                head += x if x > y else y
-            head += p.gather
         L = self.model.num_layers
         comm = p.comm
         over = self.calibration.iteration_overhead_s
@@ -215,6 +250,17 @@ class LatencyModel:
         """``total_s`` of both sides of `predict_concurrent` for every partition pair
         ``(sms_decode[i], sms_prefill[i])`` at once: two float64 arrays, equal bit for bit to
         the scalar calls. Pass the same sequences each time: their tables are cached."""
+        tab = self.predict_concurrent_table(decode_batch, prefill_batch, sms_decode, sms_prefill)
+        return tab.decode_s, tab.prefill_s
+
+    def predict_concurrent_table(
+        self,
+        decode_batch: BatchLike,
+        prefill_batch: BatchLike,
+        sms_decode: Sequence[int],
+        sms_prefill: Sequence[int],
+    ) -> ConcurrentTable:
+        """Like `predict_concurrent_totals`, also keeping each side's time alone."""
         tab_d, tab_p = self._table(sms_decode), self._table(sms_prefill)
         if tab_d.pair_checked is not tab_p:
             hw = self.hardware
@@ -225,17 +271,20 @@ class LatencyModel:
                     raise ValueError(
                         f"partitions {sd} + {sp} SMs exceed {hw.num_sms} on {hw.name}")
             tab_d.pair_checked = tab_p
-        d, p = as_batch(decode_batch), as_batch(prefill_batch)
-        zeros = np.zeros(len(tab_d.sms))
-        t_d, bytes_d = zeros, 0.0
-        if d.tokens:
-            pd = self._prepared(d)
-            t_d, bytes_d = totals_table(self, pd, tab_d), pd.nbytes
-        t_p, bytes_p = zeros, 0.0
-        if p.tokens:
-            pp = self._prepared(p)
-            t_p, bytes_p = totals_table(self, pp, tab_p), pp.nbytes
-        return combine_totals(self.bandwidth_cap(), t_d, bytes_d, t_p, bytes_p)
+        pd = Prepared.of(self, as_batch(decode_batch))
+        pp = Prepared.of(self, as_batch(prefill_batch))
+        # a non-empty batch takes > 0 s at every SM count (it reads the weights)
+        t_d = totals_table(self, pd, tab_d) if pd.tokens else np.zeros(len(tab_d.sms))
+        t_p = totals_table(self, pp, tab_p) if pp.tokens else np.zeros(len(tab_p.sms))
+        c_d, c_p = combine_totals(self.bandwidth_cap(), t_d, pd.nbytes, t_p, pp.nbytes,
+                                  positive=bool(pd.tokens and pp.tokens))
+        return ConcurrentTable(c_d, c_p, t_d, t_p)
+
+    def token_seconds_floor(self, sms: Sequence[int]) -> np.ndarray:
+        """Per SM count, seconds per token that every batch's iteration takes at least: the
+        token-level operators' compute alone (so ``predict(b, s).total_s >= floor * tokens``,
+        also under contention)."""
+        return self._table(sms).token_floor(self.model.num_layers)
 
     def combine_concurrent(self, decode: Breakdown, prefill: Breakdown
                            ) -> tuple[Breakdown, Breakdown]:

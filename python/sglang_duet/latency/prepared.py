@@ -16,10 +16,11 @@ floating-point operations on the same values, so they agree bit for bit.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Sequence
 
 import numpy as np
 
-from .batch import Batch, KernelRows
+from .batch import NO_ROWS, Batch, KernelRows
 
 _SPLIT_PY = 48  # rows up to which the sorted split is built in plain Python
 
@@ -27,31 +28,59 @@ _SPLIT_PY = 48  # rows up to which the sorted split is built in plain Python
 class AttnRows:
     """Attention of one kernel's rows for one model (see the module docstring)."""
 
-    __slots__ = ("n", "a_all", "m_all", "r_lo", "r_hi", "_rows", "_bpq", "_bpkv", "_split")
+    __slots__ = ("n", "a_all", "m_all", "r_lo", "r_hi", "_q_rows", "_c_rows", "_bpq", "_bpkv",
+                 "_split",
+                 "_per_row")
 
     def __init__(self, rows: KernelRows, bpq: float, bpkv: float, decode: bool) -> None:
         self.n = rows.n
-        self._rows = rows
+        # the row arrays, not `rows` itself: rows.memo holds this object (no reference cycle,
+        # so a batch's derivations are freed by reference counting, without the cyclic GC)
+        self._q_rows, self._c_rows = rows.q_rows, rows.c_rows
         self._bpq, self._bpkv = bpq, bpkv
         self._split: _Split | None = None
+        self._per_row: tuple[list[int], list[int], list[int], list[float]] | None = None
         self.a_all = float(rows.attended)
         self.m_all = bpq * float(rows.q) + bpkv * float(rows.kv)
         if not rows.n:
             self.r_lo = self.r_hi = 0.0
-        elif decode:  # A = kv = c + 1 and q = 1: the ratio grows with c
-            lo, hi = float(rows.c_min + 1), float(rows.c_max + 1)
-            self.r_lo = lo / (bpq * 1.0 + bpkv * lo)
-            self.r_hi = hi / (bpq * 1.0 + bpkv * hi)
-        else:  # prefill rows are few: their ratios one by one (as _build_split computes them)
-            ratios = [
-                float(qi * ci + qi * (qi + 1) // 2) / (bpq * float(qi) + bpkv * float(ci + qi))
-                for qi, ci in zip(_ints(rows.q_rows), _ints(rows.c_rows), strict=True)
-            ]
-            self.r_lo, self.r_hi = min(ratios), max(ratios)
+        elif decode or rows.n > _SPLIT_PY:
+            if decode:  # A = kv = c + 1 and q = 1: the ratio grows with c
+                lo, hi = float(rows.c_min + 1), float(rows.c_max + 1)
+                self.r_lo = lo / (bpq * 1.0 + bpkv * lo)
+                self.r_hi = hi / (bpq * 1.0 + bpkv * hi)
+            else:
+                ratios = self.split().ratios
+                self.r_lo, self.r_hi = ratios[0], ratios[-1]
+        else:  # few rows (prefill chunks): per-row values in Python, kept for the split
+            qs, cs = _ints(rows.q_rows), _ints(rows.c_rows)
+            att, kv, ratio = [], [], []
+            for qi, ci in zip(qs, cs, strict=True):
+                a, k = qi * ci + qi * (qi + 1) // 2, ci + qi
+                att.append(a)
+                kv.append(k)
+                # int / float converts the int first: as float(a) / ... in _split_np
+                ratio.append(a / (bpq * qi + bpkv * k))
+            self._per_row = (qs, att, kv, ratio)
+            self.r_lo, self.r_hi = min(ratio), max(ratio)
+
+    @classmethod
+    def of(cls, rows: KernelRows, key: object, bpq: float, bpkv: float, decode: bool
+           ) -> AttnRows:
+        """Cached per (rows, model): a concatenated batch reuses its parts' kernels."""
+        if not rows.n:
+            return _NO_ATTN
+        hit = rows.memo.get(key)
+        if hit is None:
+            hit = rows.memo[key] = cls(rows, bpq, bpkv, decode)
+        return hit
 
     def split(self) -> _Split:
         if self._split is None:
-            self._split = _build_split(self._rows, self._bpq, self._bpkv)
+            if self._per_row is not None:
+                self._split = _split_py(*self._per_row, self._bpq, self._bpkv)
+            else:
+                self._split = _split_np(self._q_rows, self._c_rows, self._bpq, self._bpkv)
         return self._split
 
     def _count(self, t: float) -> int:
@@ -105,16 +134,10 @@ class _Split:
         return self._arrays
 
 
-def _build_split(rows: KernelRows, bpq: float, bpkv: float) -> _Split:
-    """Exact int64 / Python-int partial sums, each converted once and combined like
-    ``AttnRows.m_all``; per-row ratios computed as in ``AttnRows.__init__``."""
-    if rows.n > _SPLIT_PY:
-        return _build_split_np(rows, bpq, bpkv)
-    qs, cs = _ints(rows.q_rows), _ints(rows.c_rows)
-    att = [qi * ci + qi * (qi + 1) // 2 for qi, ci in zip(qs, cs, strict=True)]
-    kv = [ci + qi for qi, ci in zip(qs, cs, strict=True)]
-    ratio = [float(a) / (bpq * float(qi) + bpkv * float(k))
-             for a, qi, k in zip(att, qs, kv, strict=True)]
+def _split_py(qs: list[int], att: list[int], kv: list[int], ratio: list[float], bpq: float,
+              bpkv: float) -> _Split:
+    """Exact Python-int partial sums, each converted once and combined like
+    ``AttnRows.m_all``; the same values as `_split_np`."""
     order = sorted(range(len(qs)), key=ratio.__getitem__)  # stable, like argsort(stable)
     a_top, cq, ckv = [0], [0], [0]
     for i in reversed(order):
@@ -128,9 +151,10 @@ def _build_split(rows: KernelRows, bpq: float, bpkv: float) -> _Split:
     return _Split([ratio[i] for i in order], ac, mm)
 
 
-def _build_split_np(rows: KernelRows, bpq: float, bpkv: float) -> _Split:
-    q = np.asarray(rows.q_rows, np.int64)
-    c = np.asarray(rows.c_rows, np.int64)
+def _split_np(q_rows: Sequence[int] | np.ndarray, c_rows: Sequence[int] | np.ndarray, bpq: float,
+              bpkv: float) -> _Split:
+    q = np.asarray(q_rows, np.int64)
+    c = np.asarray(c_rows, np.int64)
     att = q * c + q * (q + 1) // 2
     kv = c + q
     ratio = att.astype(np.float64) / (bpq * q.astype(np.float64) + bpkv * kv.astype(np.float64))
@@ -147,8 +171,11 @@ def _build_split_np(rows: KernelRows, bpq: float, bpkv: float) -> _Split:
     return sp
 
 
+_NO_ATTN = AttnRows(NO_ROWS, 1.0, 1.0, True)  # no rows: 0 seconds for every model
+
+
 def _ints(seq) -> list[int]:
-    return seq.tolist() if isinstance(seq, np.ndarray) else list(seq)
+    return seq if type(seq) is list else np.asarray(seq).tolist()
 
 
 class Prepared:
@@ -156,14 +183,15 @@ class Prepared:
 
     __slots__ = ("tokens", "rows", "dec", "pre", "flops", "nbytes", "comm", "gather")
 
-    def __init__(self, lm, b: Batch) -> None:  # lm: LatencyModel (import cycle)
-        dec_rows, pre_rows = b.kernels
+    def __init__(self, lm, dec_rows: KernelRows, pre_rows: KernelRows, rows: int) -> None:
+        # lm: LatencyModel (import cycle); rows: LM-head rows (sampling requests)
         a, m, c = lm.att, lm.model, lm.op_sums
         bpq, bpkv = a.bytes_per_q, a.bytes_per_kv
         self.tokens = tokens = dec_rows.q + pre_rows.q
-        self.rows = rows = b.n_sample
-        self.dec = AttnRows(dec_rows, bpq, bpkv, True)
-        self.pre = AttnRows(pre_rows, bpq, bpkv, False)
+        self.rows = rows
+        key = lm.memo_key
+        self.dec = AttnRows.of(dec_rows, key, bpq, bpkv, True)
+        self.pre = AttnRows.of(pre_rows, key, bpq, bpkv, False)
         L = m.num_layers
         attended = float(dec_rows.attended + pre_rows.attended)
         kv = float(dec_rows.kv + pre_rows.kv)
@@ -172,4 +200,19 @@ class Prepared:
         if rows:
             self.flops += c.head_f * rows
             self.nbytes += c.head_b * rows + c.head_w
-        self.comm, self.gather = lm.link_seconds(tokens, rows)
+        self.comm, self.gather = lm.link_seconds(tokens, rows) if m.tp > 1 else (0.0, 0.0)
+
+    @classmethod
+    def of(cls, lm, b: Batch) -> Prepared:
+        """Cached in the batch's memo, per model."""
+        p = b.memo.get(lm.memo_key)
+        if p is None:
+            dec_rows, pre_rows = b.kernels
+            p = b.memo[lm.memo_key] = cls(lm, dec_rows, pre_rows, b.n_sample)
+        return p
+
+    @classmethod
+    def union(cls, lm, a: Batch, b: Batch) -> Prepared:
+        """What `of(lm, a.concat(b))` computes (exact integer sums), without the arrays."""
+        (d1, p1), (d2, p2) = a.kernels, b.kernels
+        return cls(lm, d1.merged(d2), p1.merged(p2), a.n_sample + b.n_sample)

@@ -41,6 +41,17 @@ class SmTable:
         self.t_dec_lo, self.t_dec_hi = float(self.t_dec.min()), float(self.t_dec.max())
         self.t_pre_lo, self.t_pre_hi = float(self.t_pre.min()), float(self.t_pre.max())
         self.pair_checked: SmTable | None = None  # partner table already validated against
+        # (tokens, rows) -> (token-op seconds, LM-head seconds incl. gather): they depend on
+        # the counts only, which repeat from one iteration to the next (same decode count)
+        self.ops_memo: dict[tuple[int, int, float], tuple[np.ndarray, np.ndarray | float]] = {}
+        self._floor: np.ndarray | None = None
+
+    def token_floor(self, layers: int) -> np.ndarray:
+        """layers * sum over token operators of the compute seconds per token (a lower bound
+        of any prediction's seconds per token at each SM count)."""
+        if self._floor is None:
+            self._floor = layers * self.kf.sum(axis=0)
+        return self._floor
 
 
 def _row_sum(m: np.ndarray) -> np.ndarray:
@@ -62,22 +73,45 @@ def _op_seconds(kf: np.ndarray, kb: np.ndarray, kw: np.ndarray, count: int) -> n
     return _row_sum(x)
 
 
-def _parts(lm: LatencyModel, p: Prepared, tab: SmTable
+_MEMO_KEEP = 256
+
+
+def _parts(p: Prepared, tab: SmTable
            ) -> tuple[np.ndarray, np.ndarray | float, np.ndarray | float]:
-    tok = _op_seconds(tab.kf, tab.kb, tab.kw, p.tokens)
-    att = (p.dec.seconds_many(tab.x_dec, tab.y_dec, tab.t_dec, tab.t_dec_lo, tab.t_dec_hi)
-           + p.pre.seconds_many(tab.x_pre, tab.y_pre, tab.t_pre, tab.t_pre_lo, tab.t_pre_hi))
-    head: np.ndarray | float = 0.0
-    if p.rows:
-        head = _op_seconds(tab.hf, tab.hb, tab.hw, p.rows) + p.gather
-    return tok, att, head
+    key = (p.tokens, p.rows, p.gather)
+    ops = tab.ops_memo.get(key)
+    if ops is None:
+        tok = _op_seconds(tab.kf, tab.kb, tab.kw, p.tokens)
+        head: np.ndarray | float = 0.0
+        if p.rows:
+            head = _op_seconds(tab.hf, tab.hb, tab.hw, p.rows) + p.gather
+        if len(tab.ops_memo) >= _MEMO_KEEP:
+            tab.ops_memo.clear()
+        ops = tab.ops_memo[key] = (tok, head)
+    # NOTE: adding an empty kernel's 0.0 (as the scalar path does) changes no value
+    if not p.pre.n:
+        att = p.dec.seconds_many(tab.x_dec, tab.y_dec, tab.t_dec, tab.t_dec_lo, tab.t_dec_hi)
+    elif not p.dec.n:
+        att = p.pre.seconds_many(tab.x_pre, tab.y_pre, tab.t_pre, tab.t_pre_lo, tab.t_pre_hi)
+    else:
+        att = (p.dec.seconds_many(tab.x_dec, tab.y_dec, tab.t_dec, tab.t_dec_lo, tab.t_dec_hi)
+               + p.pre.seconds_many(tab.x_pre, tab.y_pre, tab.t_pre, tab.t_pre_lo, tab.t_pre_hi))
+    return ops[0], att, ops[1]
 
 
 def totals_table(lm: LatencyModel, p: Prepared, tab: SmTable) -> np.ndarray:
     """`predict(batch, s).total_s` for every s of the table (batch not empty)."""
-    tok, att, head = _parts(lm, p, tab)
-    L = lm.model.num_layers
-    return L * (tok + att + p.comm) + head + lm.calibration.iteration_overhead_s
+    tok, att, head = _parts(p, tab)
+    s = tok + att
+    if p.comm:  # x + 0.0 == x: skipping zero terms changes no value
+        s = s + p.comm
+    s = lm.model.num_layers * s
+    if p.rows:
+        s += head
+    over = lm.calibration.iteration_overhead_s
+    if over:
+        s += over
+    return s
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +143,7 @@ class Breakdowns:
 
 
 def predict_table(lm: LatencyModel, p: Prepared, tab: SmTable) -> Breakdowns:
-    tok, att, head = _parts(lm, p, tab)
+    tok, att, head = _parts(p, tab)
     n = len(tab.sms)
     L = lm.model.num_layers
     over = lm.calibration.iteration_overhead_s

@@ -31,6 +31,7 @@ Evaluate = Callable[[int, tuple[PrefillChunk, ...]], tuple[float, float]]
 
 _SHRINK_STEPS = 3  # secant refinements when sizing a shrunk prefill batch
 _SHRINK_SLACK = 0.98  # aim a little below K * t_d so the refined size usually fits
+_BOUND_MARGIN = 1e-9  # relative slack on the shrink bound for floating-point rounding
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +59,9 @@ def best_lookahead(
     """The k in 1..K maximising (k*n_decode + n_prefill) / max(k*t_d, t_p); ties -> smaller k."""
     best_k, best_obj = 1, -1.0
     for k in range(1, max_lookahead + 1):
-        span = max(k * t_d, t_p)
+        span = k * t_d
+        if span < t_p:  # max(k * t_d, t_p) without the call
+            span = t_p
         obj = (k * n_decode + n_prefill) / span if span > 0.0 else 0.0
         if obj > best_obj:
             best_k, best_obj = k, obj
@@ -97,6 +100,7 @@ class PartitionOptimizer:
         evaluate: Evaluate,
         exhaustive: bool = False,
         table: tuple[Sequence[float], Sequence[float]] | None = None,
+        floor: Callable[[int], tuple[float, float]] | None = None,
     ) -> SpatialChoice:
         """Best feasible spatial choice for ``n_decode`` decodes and the FIFO ``chunks``.
 
@@ -112,66 +116,122 @@ class PartitionOptimizer:
         what ``evaluate`` returns (e.g. one vectorised prediction of the whole menu); the search
         then reads it instead of calling ``evaluate``, which remains for shrunk prefill batches.
         The answer is the same either way.
+
+        ``floor``: optional ``i -> (a, r)`` with, for every prefill batch ``evaluate`` may be
+        asked about at menu entry i, ``t_d >= a`` and ``t_p >= r * tokens`` (e.g. the decodes
+        alone, and the prefill's token-level compute alone). Candidates that a shrunk prefill
+        provably cannot make the best are then not shrunk; the answer is the same.
         """
         sizes = self.menu.decode_sizes
         n = len(sizes)
         tau = self.tbt_slo_s
+        big_k = self.max_lookahead
         cache: dict[tuple[int, int], tuple[float, float]] = {}
-        choices: dict[int, SpatialChoice] = {}
-
         n_p = sum(c.length for c in chunks)
-        td_tab, tp_tab = table if table is not None else ((), ())
-        if table is not None and not len(td_tab) == len(tp_tab) == n:
-            raise ValueError(f"table has {len(td_tab)}/{len(tp_tab)} entries, menu has {n}")
+        if table is not None:
+            td, tp = table
+            if not len(td) == len(tp) == n:
+                raise ValueError(f"table has {len(td)}/{len(tp)} entries, menu has {n}")
+        else:  # filled on demand from evaluate
+            td, tp = [0.0] * n, [0.0] * n
+            known = [False] * n
 
         def ev(i: int, ch: tuple[PrefillChunk, ...], n_tok: int) -> tuple[float, float]:
-            if n_tok == n_p and td_tab:  # the full chunks (a shrunk batch has fewer tokens)
-                return td_tab[i], tp_tab[i]
+            if n_tok == n_p:  # the full chunks (a shrunk batch has fewer tokens)
+                if table is None and not known[i]:
+                    td[i], tp[i] = evaluate(sizes[i], ch)
+                    known[i] = True
+                return td[i], tp[i]
             key = (i, n_tok)
             hit = cache.get(key)
             if hit is None:
                 hit = cache[key] = evaluate(sizes[i], ch)
             return hit
 
-        def feasible(i: int) -> bool:
-            return ev(i, chunks, n_p)[0] <= tau
+        if table is None:
+            def feasible(i: int) -> bool:
+                return ev(i, chunks, n_p)[0] <= tau
 
-        def choice(i: int) -> SpatialChoice:
-            ch = choices.get(i)
-            if ch is None:
-                ch = choices[i] = self._choice(n_decode, i, chunks, n_p, ev)
-            return ch
+            def crossed(i: int, k: int) -> bool:
+                t_d, t_p = ev(i, chunks, n_p)
+                return k * t_d <= t_p
+        else:
+            def feasible(i: int) -> bool:
+                return td[i] <= tau
 
-        def times(i: int) -> tuple[float, float]:
-            return ev(i, chunks, n_p)
+            def crossed(i: int, k: int) -> bool:
+                return k * td[i] <= tp[i]
 
         boundary = _first_true(0, n, feasible, self._hint_boundary)
         if boundary is None:
             self._hint_boundary = n - 1
             if exhaustive:
-                return max((choice(i) for i in range(n)), key=lambda c: c.objective)
-            return choice(n - 1)
+                return max((self._choice(n_decode, i, chunks, n_p, ev) for i in range(n)),
+                           key=lambda c: c.objective)
+            return self._choice(n_decode, n - 1, chunks, n_p, ev)
         self._hint_boundary = boundary
         # For a fixed k the objective's numerator does not depend on S_d and its denominator
         # max(k*t_d, t_p) is smallest where the falling k*t_d crosses the rising t_p: the best
         # S_d for k is the crossing index c_k or the one below it. c_k grows with k.
         cands = {boundary}
         lo = boundary
-        for k in range(1, self.max_lookahead + 1):
-            c = _first_true(
-                lo, n, lambda i, k=k: k * times(i)[0] <= times(i)[1], self._hint_cross[k - 1]
-            )
+        hints = self._hint_cross
+        for k in range(1, big_k + 1):
+            c = _first_true(lo, n, lambda i, k=k: crossed(i, k), hints[k - 1])
             if c is None:  # decode-critical up to the last entry (and so for every larger k)
-                self._hint_cross[k - 1 :] = [n - 1] * (self.max_lookahead - k + 1)
+                hints[k - 1 :] = [n - 1] * (big_k - k + 1)
                 cands.add(n - 1)
                 break
-            self._hint_cross[k - 1] = c
+            hints[k - 1] = c
             cands.add(c)
             if c > boundary:
                 cands.add(c - 1)
             lo = c
-        best = max(sorted(cands), key=lambda i: choice(i).objective)  # ties: fewer decode SMs
-        return choice(best)
+        # The best objective wins, ties: fewer decode SMs. A candidate whose prefill outlasts K
+        # decode steps may improve by shrinking (_choice); the others score without it.
+        # A candidate whose bound shows no shrunk batch can reach the best unshrunk objective
+        # of the others keeps its unshrunk score (it cannot win either way).
+        shrink = self.shrink and n_p > 1
+        scored = []
+        top = -1.0  # best objective among candidates that do not shrink
+        for i in sorted(cands):
+            t_d, t_p = ev(i, chunks, n_p)
+            obj = best_lookahead(n_decode, n_p, t_d, t_p, big_k)[1]
+            grows = shrink and t_p > big_k * t_d
+            scored.append((i, obj, grows))
+            if not grows and obj > top:
+                top = obj
+        best_i, best_obj, best_choice = -1, -1.0, None
+        for i, obj, grows in scored:
+            ch = None
+            if grows and not (floor is not None and self._cannot_reach(n_decode, n_p, obj,
+                                                                        floor(i), top)):
+                ch = self._choice(n_decode, i, chunks, n_p, ev)
+                obj = ch.objective
+            if obj > best_obj or best_i < 0:
+                best_i, best_obj, best_choice = i, obj, ch
+        if best_choice is None:
+            best_choice = self._choice(n_decode, best_i, chunks, n_p, ev)
+        return best_choice
+
+    def _cannot_reach(self, n_decode: int, n_p: int, obj: float, floor: tuple[float, float],
+                      top: float) -> bool:
+        """Whether neither the unshrunk objective ``obj`` nor any shrunk prefill batch (1 to
+        n_p - 1 tokens) at this entry can reach ``top``, given ``floor = (a, r)``: every
+        evaluation there has t_d >= a and t_p >= r * (its prefill tokens).
+
+        For k steps and s tokens the objective is at most (k*n_d + s) / max(k*a, s*r), which
+        grows with s up to s = k*a/r and falls after it."""
+        a, r = floor
+        if top <= 0.0 or a <= 0.0 or obj >= top:
+            return False
+        bound = 0.0
+        for k in range(1, self.max_lookahead + 1):
+            s = float(n_p - 1)
+            if r > 0.0:
+                s = min(s, max(1.0, k * a / r))
+            bound = max(bound, (k * n_decode + s) / max(k * a, s * r))
+        return bound * (1.0 + _BOUND_MARGIN) < top
 
     # --- one S_d ---------------------------------------------------------------------------
     def _choice(

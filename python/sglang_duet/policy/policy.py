@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..latency import Batch
@@ -76,6 +75,10 @@ class DuetPolicy:
         self.correction = Correction(enabled=correction)
         self.optimizer = PartitionOptimizer(menu, self.tbt_slo_s, self.max_lookahead)
         self._prefill_sizes = tuple(menu.total_sms - s for s in menu.decode_sizes)
+        # Score the whole menu in one vectorised prediction (and skip shrink evaluations that
+        # provably cannot win). False: scalar predictions on demand, the reference path; both
+        # give the same plans, bit for bit (tests compare them).
+        self.vectorised = True
         self._issued: OrderedDict[int, tuple[BatchPlan, float, float]] = OrderedDict()
 
     @classmethod
@@ -118,19 +121,19 @@ class DuetPolicy:
             return self._aggregated(rids, chunks, pre, "no running decodes")
         dec = _decode_batch(decodes)
         if self.mode == "aggregated":
-            return self._aggregated(rids, chunks, dec.concat(pre), "aggregated mode")
+            return self._aggregated(rids, chunks, (dec, pre), "aggregated mode")
         if self.mode == "spatial":
             return self._spatial_search(rids, chunks, dec, completes, pre, None, forced=True)
         tau = self.tbt_slo_s
         f_agg = self.correction.factor("aggregated", "total")
         # The prefill rows alone bound the mixed batch from below: skip building it when they
         # already miss tau (the usual case once spatial plans are needed).
-        agg: BatchPlan | None = None
+        t_agg: float | None = None
         if self.latency.predict(pre).total_s * f_agg <= tau:
-            agg = self._aggregated(rids, chunks, dec.concat(pre), "")
-            if agg.predicted_total_s <= tau:
-                return self._with_reason(agg, f"mixed batch meets tau={_ms(tau)}")
-        return self._spatial_search(rids, chunks, dec, completes, pre, agg, forced=False)
+            t_agg = self.latency.predict_union(dec, pre).total_s * f_agg
+            if t_agg <= tau:
+                return self._agg_plan(rids, chunks, t_agg, f"mixed batch meets tau={_ms(tau)}")
+        return self._spatial_search(rids, chunks, dec, completes, pre, t_agg, forced=False)
 
     def _spatial_search(
         self,
@@ -139,9 +142,10 @@ class DuetPolicy:
         dec: Batch,
         completes: tuple[bool, ...],
         pre: Batch,
-        agg: BatchPlan | None,
+        t_agg: float | None,
         forced: bool,
     ) -> BatchPlan:
+        """``t_agg``: the mixed batch's corrected time when already predicted."""
         tau = self.tbt_slo_s
         factor = self.correction.factor
         f_d, f_p = factor("spatial", "decode"), factor("spatial", "prefill")
@@ -158,10 +162,19 @@ class DuetPolicy:
         predict_concurrent = lat.predict_concurrent
         total = self.total_sms
         batches: dict[int, Batch] = {sum(c.length for c in chunks): pre}
-        # the whole menu in one vectorised pass (bit-equal to predict_concurrent per entry)
-        t_d, t_p = lat.predict_concurrent_totals(dec, pre, self.menu.decode_sizes,
-                                                 self._prefill_sizes)
-        table = ((t_d * f_d).tolist(), (t_p * f_p).tolist())
+        table = floor = None
+        if self.vectorised:
+            # the whole menu in one pass (bit-equal to predict_concurrent at every entry)
+            tab = lat.predict_concurrent_table(dec, pre, self.menu.decode_sizes,
+                                               self._prefill_sizes)
+            table = (_scaled(tab.decode_s, f_d), _scaled(tab.prefill_s, f_p))
+            alone_d = tab.decode_alone_s
+
+            def floor(i: int) -> tuple[float, float]:
+                """Lower bounds of t_d and of t_p per prefill token at entry i, for any
+                prefill batch: contention only slows either side down."""
+                rate = lat.token_seconds_floor(self._prefill_sizes)
+                return float(alone_d[i]) * f_d, float(rate[i]) * f_p
 
         def evaluate(sms_d: int, ch: tuple[PrefillChunk, ...]) -> tuple[float, float]:
             n_tok = sum(c.length for c in ch)
@@ -172,7 +185,7 @@ class DuetPolicy:
             bd, bp = predict_concurrent(dec, pb, sms_d, total - sms_d)
             return bd.total_s * f_d, bp.total_s * f_p
 
-        choice = self.optimizer.optimize(len(rids), chunks, evaluate, forced, table)
+        choice = self.optimizer.optimize(len(rids), chunks, evaluate, forced, table, floor)
         if choice.feasible:
             why = f"t_d={_ms(choice.decode_s)} <= tau={_ms(tau)}"
             if not forced:
@@ -188,11 +201,12 @@ class DuetPolicy:
             return self._decode_only(rids, t_alone, why)
         # Nothing meets tau: smallest predicted TBT (ties: the plan that also prefills).
         why = f"nothing meets tau={_ms(tau)}; smallest predicted TBT"
-        if agg is None:
-            agg = self._aggregated(rids, chunks, dec.concat(pre), why)
+        if t_agg is None:
+            t_agg = self.latency.predict_union(dec, pre).total_s * f_agg
+        agg = self._agg_plan(rids, chunks, t_agg, why)
         cands: list[tuple[float, int, BatchPlan]] = [
             (choice.decode_s, 0, self._spatial(rids, choice, f_d, f_p, why)),
-            (agg.predicted_total_s, 1, self._with_reason(agg, why)),
+            (agg.predicted_total_s, 1, agg),
             (t_alone, 2, self._decode_only(rids, t_alone, why)),
         ]
         return min(cands, key=lambda t: (t[0], t[1]))[2]
@@ -203,10 +217,26 @@ class DuetPolicy:
 
     # --- plan constructors ------------------------------------------------------------------
     def _aggregated(
-        self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], batch: Batch, reason: str
+        self,
+        rids: tuple[str, ...],
+        chunks: tuple[PrefillChunk, ...],
+        batch: Batch | tuple[Batch, Batch],
+        reason: str,
     ) -> BatchPlan:
+        """``batch``: the mixed batch, or its (decode, prefill) parts (predicted as their
+        concatenation, without building it)."""
         f = self.correction.factor("aggregated", "total")
-        t = self.latency.predict(batch).total_s * f
+        if isinstance(batch, tuple):
+            t = self.latency.predict_union(*batch).total_s * f
+        else:
+            t = self.latency.predict(batch).total_s * f
+        return self._agg_plan(rids, chunks, t, reason)
+
+    def _agg_plan(
+        self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], t: float, reason: str
+    ) -> BatchPlan:
+        """An aggregated plan predicted to take ``t`` (corrected) seconds."""
+        f = self.correction.factor("aggregated", "total")
         total = self.total_sms
         plan = BatchPlan("aggregated", rids, chunks, total, total, 1, t, t, t, reason)
         return self._remember(plan, f, f)
@@ -233,10 +263,6 @@ class DuetPolicy:
         if len(issued) > _ISSUED_KEEP:
             issued.popitem(last=False)
         return plan
-
-    def _with_reason(self, plan: BatchPlan, reason: str) -> BatchPlan:
-        f_a, f_b = self._factors_used(plan)
-        return self._remember(replace(plan, reason=reason), f_a, f_b)
 
     def _factors_used(self, plan: BatchPlan) -> tuple[float, float]:
         entry = self._issued.get(id(plan))
@@ -290,6 +316,11 @@ class DuetPolicy:
 
 
 # --- helpers ---------------------------------------------------------------------------------
+def _scaled(times, factor: float) -> list[float]:
+    """``times * factor`` as floats (a factor of 1 changes no value: skip the multiply)."""
+    return (times if factor == 1.0 else times * factor).tolist()
+
+
 def _ms(t: float) -> str:
     return f"{t * 1e3:.1f}ms"
 
@@ -300,4 +331,4 @@ def _has_prompt(waiting: Sequence[ReqState]) -> bool:
 
 def _decode_batch(decodes: Sequence[ReqState]) -> Batch:
     """q = 1 over c = prompt_len + generated - 1 per running decode (see state.py)."""
-    return Batch.decode_steps([r.prompt_len + r.generated - 1 for r in decodes])
+    return Batch.decode_steps([r.prompt_len + r.generated for r in decodes], offset=-1)

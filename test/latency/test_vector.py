@@ -1,0 +1,175 @@
+"""The vectorised paths (one numpy pass over many SM counts) equal the scalar ones bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sglang_duet.latency import Batch, Calibration
+from sglang_duet.latency.contention import combine, combine_totals
+
+SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+MODELS = st.sampled_from([("qwen3-8b", 1), ("qwen3-8b", 2), ("qwen3-14b", 4),
+                          ("llama-3.1-8b", 1)])
+HARDWARE = st.sampled_from(["h100-sxm", "h200", "a100-80g"])
+# prefill chunks of every size and decodes, long contexts: rows land on both sides of the
+# compute/memory boundary at some SM counts
+rows = st.tuples(st.one_of(st.just(1), st.just(0), st.integers(2, 40000)),
+                 st.integers(0, 300000))
+
+
+@st.composite
+def calibrations(draw):
+    if draw(st.booleans()):
+        return None
+    effs = draw(st.lists(st.floats(0.01, 1.0), min_size=9, max_size=9))
+    over = draw(st.sampled_from([0.0, 2e-5]))
+    return Calibration(**dict(zip(Calibration.efficiency_names(), effs, strict=True)),
+                       iteration_overhead_s=over)
+
+
+def _batch(pairs, sample=None):
+    q = np.array([p[0] for p in pairs], np.int64)
+    c = np.array([p[1] for p in pairs], np.int64)
+    return Batch(q, c, sample)
+
+
+def _menu(draw, num_sms):
+    sizes = draw(st.lists(st.integers(1, num_sms), min_size=1, max_size=70))
+    return tuple(sizes)
+
+
+@SETTINGS
+@given(st.lists(rows, max_size=300), MODELS, HARDWARE, calibrations(), st.data())
+def test_predict_many_equals_predict(make_lm, reqs, model, hw, cal, data):
+    lm = make_lm(model[0], hw, model[1], cal)
+    sample = data.draw(st.lists(st.booleans(), min_size=len(reqs), max_size=len(reqs)))
+    b = _batch(reqs, sample if data.draw(st.booleans()) else None)
+    sms = _menu(data.draw, lm.hardware.num_sms)
+    many = lm.predict_many(b, sms)
+    for i, s in enumerate(sms):
+        one = lm.predict(b, s)
+        assert many.at(i) == one  # every field, bit for bit
+        assert many.total_s[i] == one.total_s
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 300000), max_size=300), st.lists(rows, max_size=12), MODELS,
+       HARDWARE, calibrations(), st.data())
+def test_concurrent_totals_equal_predict_concurrent(make_lm, ctx, pre, model, hw, cal, data):
+    lm = make_lm(model[0], hw, model[1], cal)
+    total = lm.hardware.num_sms
+    dec = Batch.decode_steps(ctx)
+    pb = _batch(pre)
+    sd = data.draw(st.lists(st.integers(2, total - 2), min_size=1, max_size=70))
+    sd = tuple(s - s % 2 for s in sd)
+    sp = tuple(total - s for s in sd)
+    t_d, t_p = lm.predict_concurrent_totals(dec, pb, sd, sp)
+    tab = lm.predict_concurrent_table(dec, pb, sd, sp)
+    for i, (a, b) in enumerate(zip(sd, sp, strict=True)):
+        d, p = lm.predict_concurrent(dec, pb, a, b)
+        assert (t_d[i], t_p[i]) == (d.total_s, p.total_s)
+        assert tab.decode_alone_s[i] == lm.predict(dec, a).total_s
+        assert tab.prefill_alone_s[i] == lm.predict(pb, b).total_s
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.floats(1e-6, 10.0), st.floats(1e-6, 10.0)), min_size=1,
+                max_size=70), st.floats(0.0, 1e13), st.floats(0.0, 1e13))
+def test_combine_totals_equals_combine(make_lm, pairs, bytes_d, bytes_p):
+    lm = make_lm()
+    cap = lm.bandwidth_cap()
+    t_d = np.array([p[0] for p in pairs])
+    t_p = np.array([p[1] for p in pairs])
+    for positive in (True, False):
+        c_d, c_p = combine_totals(cap, t_d, bytes_d, t_p, bytes_p, positive=positive)
+        for i in range(len(pairs)):
+            d, p = combine(cap, _bd(t_d[i], bytes_d), _bd(t_p[i], bytes_p))
+            assert (c_d[i], c_p[i]) == (d.total_s, p.total_s)
+
+
+def _bd(t, nbytes):
+    from sglang_duet.latency import Breakdown
+
+    return Breakdown(float(t), float(t), 0.0, 0.0, 0.0, 0.0, nbytes)
+
+
+@SETTINGS
+@given(st.lists(rows, max_size=200), st.lists(rows, max_size=200), MODELS,
+       st.one_of(st.none(), st.integers(1, 132)))
+def test_assembly_does_not_change_predictions(make_lm, a, b, model, sms):
+    """Concatenated, reordered or unioned: the same rows predict the same, bit for bit."""
+    lm = make_lm(model[0], "h100-sxm", model[1])
+    ba, bb = _batch(a), _batch(b)
+    whole = _batch(a + b)
+    ref = lm.predict(whole, sms)
+    assert lm.predict(ba.concat(bb), sms) == ref
+    assert lm.predict_union(ba, bb, sms) == ref
+    assert lm.predict(_batch(list(reversed(a + b))), sms) == ref
+    assert lm.predict(Batch.from_pairs(a + b), sms) == ref
+
+
+@given(st.lists(st.integers(0, 10**6), max_size=400), st.sampled_from([0, -1, 3]))
+def test_decode_steps_equals_the_general_constructor(ctx, offset):
+    ctx = [c + 1 for c in ctx]  # offset -1 keeps them >= 0
+    fast = Batch.decode_steps(ctx, offset=offset)
+    slow = Batch(np.ones(len(ctx), np.int64), np.array(ctx, np.int64) + offset)
+    assert fast.pairs() == slow.pairs()
+    assert fast.sample.tolist() == slow.sample.tolist()
+    for attr in ("n", "tokens", "n_sample", "n_decode", "attended_sum", "kv_sum"):
+        assert getattr(fast, attr) == getattr(slow, attr)
+    fk, sk = fast.kernels, slow.kernels
+    assert [(k.n, k.q, k.kv, k.attended) for k in fk] == [(k.n, k.q, k.kv, k.attended)
+                                                          for k in sk]
+
+
+def test_decode_steps_validates():
+    with pytest.raises(ValueError, match=">= 0"):
+        Batch.decode_steps([5, 0], offset=-1)
+    assert Batch.decode_steps([]).n == 0
+
+
+@SETTINGS
+@given(st.lists(rows, min_size=1, max_size=50), MODELS, st.integers(2, 130), st.integers(1, 3))
+def test_token_seconds_floor_bounds_every_prediction(make_lm, reqs, model, sd, k):
+    lm = make_lm(model[0], "h100-sxm", model[1])
+    sd -= sd % 2
+    sp = 132 - sd
+    b = _batch(reqs)
+    floor = lm.token_seconds_floor((sp,))[0]
+    dec = Batch.decode(k, 4096)
+    _, p = lm.predict_concurrent(dec, b, sd, sp)
+    assert p.total_s >= floor * b.tokens
+    assert lm.predict(b, sp).total_s >= floor * b.tokens
+
+
+def test_reduction_order_matches_the_scalar_loop():
+    """numpy's outer-axis sum accumulates row by row, like predict's loop over operators."""
+    rng = np.random.default_rng(0)
+    for width in (1, 2, 3, 7, 8, 9, 64, 65, 130):
+        m = rng.random((11, width)) * 10.0 ** rng.integers(-12, 12, (11, width))
+        from sglang_duet.latency.vector import _row_sum
+
+        acc = np.zeros(width)
+        for row in m:
+            acc = acc + row
+        assert np.array_equal(_row_sum(m), acc)
+
+
+@SETTINGS
+@given(st.floats(0.002, 0.02), st.floats(0.05, 1.0),
+       st.lists(st.integers(0, 40), min_size=49, max_size=300),
+       st.lists(st.tuples(st.integers(2, 3000), st.integers(0, 50)), min_size=49, max_size=120))
+def test_rows_split_between_compute_and_memory(make_lm, dec_eff, pre_eff, ctx, pre):
+    """Calibrations that put the compute/memory boundary inside a kernel's rows (the sorted
+    split, in numpy for many rows): the vectorised path still equals the scalar one."""
+    cal = Calibration(attn_decode_compute=dec_eff, attn_decode_bw=1.0,
+                      attn_prefill_compute=pre_eff, attn_prefill_bw=0.6)
+    lm = make_lm(calibration=cal)
+    sms = tuple(range(2, 133, 2))
+    for b in (Batch.decode_steps(ctx), _batch(pre), _batch(pre + [(1, c) for c in ctx])):
+        many = lm.predict_many(b, sms)
+        for i, s in enumerate(sms):
+            assert many.at(i) == lm.predict(b, s)
