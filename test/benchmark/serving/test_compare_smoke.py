@@ -21,7 +21,7 @@ def test_cpu_smoke_two_systems_one_qps(tmp_path):
     cfg = Config(
         trace="azure_conv", qps=[2.0], systems=parse_systems("sglang-chunked,sglang-pdmux,duet"),
         model=str(default_model_path()), num_requests=20, scale=0.05, chunked_prefill_size=64,
-        tag="smoke", out_dir=str(tmp_path / "out"),
+        tag="smoke", out_dir=str(tmp_path / "out"), warmup_pass=False,
     )
     lines: list[str] = []
     results = compare(cfg, progress=lines.append, work=str(tmp_path / "work"))
