@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# ---- real servers (started lazily, one per test session) -----------------------------------
+# ---- real servers (started lazily, one per test module; idle ones sleep) -----------------------------------
 
 CHUNK = 64  # small chunked-prefill size so that test prompts get chunked
 
@@ -43,13 +43,13 @@ def _server(request, args, stock=False):
     return srv
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def duet_server(request):
     """sglang-duet on the embedded model, default duet flags (adaptive, SLO 100 ms)."""
     return _server(request, ["--chunked-prefill-size", str(CHUNK), "--enable-metrics"])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def stock_server(request):
     """Stock `python -m sglang.launch_server` on the same embedded model and chunk size."""
     from sglang_duet.tiny_model import default_model_path
@@ -61,7 +61,7 @@ def stock_server(request):
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spatial_server(request):
     """Forced spatial mode with look-ahead 4."""
     return _server(
@@ -71,7 +71,7 @@ def spatial_server(request):
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def tp2_server(request, tmp_path_factory):
     """TP=2 on the CPU (gloo), every plan logged per rank."""
     log = tmp_path_factory.mktemp("plans") / "plan"

@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 STOCK_CPU_FLAGS = [
     "--device", "cpu", "--attention-backend", "torch_native", "--sampling-backend", "pytorch",
     "--disable-cuda-graph", "--mem-fraction-static", "0.05", "--max-total-tokens", "16384",
-    "--dtype", "float32",
+    "--dtype", "float32", "--sleep-on-idle",
 ]
 
 

@@ -22,6 +22,10 @@ CPU_SETTINGS: dict[str, tuple[object, str]] = {
     # the CPU; a small fraction plus an explicit token count sizes it by tokens instead.
     "mem_fraction_static": (0.05, "KV pool sized by tokens on the CPU"),
     "max_total_tokens": (16384, "KV pool of 16384 tokens"),
+    # An idle SGLang scheduler otherwise polls its sockets in a busy loop and pins a core; on a
+    # 2-core machine that steals half the CPU from the next forward pass. The sleeper blocks on
+    # the same sockets, so a request still wakes it at once.
+    "sleep_on_idle": (True, "idle schedulers block on their sockets instead of spinning"),
 }
 
 
