@@ -30,7 +30,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
-# ---- real servers (started lazily, one per test module; idle ones sleep) -----------------------------------
+# ---- real servers (started lazily, one per test module; idle ones sleep) ----------------
 
 CHUNK = 64  # small chunked-prefill size so that test prompts get chunked
 
