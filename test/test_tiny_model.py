@@ -8,7 +8,6 @@ import sys
 
 from helpers.reference import hf_greedy
 from helpers.server import ROOT, child_env
-
 from sglang_duet.tiny_model import default_model_path, write_tiny_model
 
 
