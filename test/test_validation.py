@@ -13,8 +13,8 @@ def table():
 
 
 def test_known_fields_pass(table):
-    assert check_body("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 3,
-                                                                     "temperature": 0}}, table) is None
+    body = {"text": "x", "sampling_params": {"max_new_tokens": 3, "temperature": 0}}
+    assert check_body("/generate", body, table) is None
     assert check_body("/v1/completions", {"model": "m", "prompt": "x", "max_tokens": 2},
                       table) is None
     assert check_body("/v1/chat/completions", {"model": "m", "messages": [], "stream": True},
