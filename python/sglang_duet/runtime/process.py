@@ -21,7 +21,17 @@ def run_duet_scheduler_process(duet_args: dict[str, Any], *args: Any, **kwargs: 
     from sglang_duet.args import DuetArgs
     from sglang_duet.runtime import scheduler as duet_sched
 
-    duet_sched.DUET_ARGS = DuetArgs(**duet_args)
+    duet = DuetArgs(**duet_args)
+    duet_sched.DUET_ARGS = duet
+    server_args = args[0] if args else kwargs["server_args"]
+    import torch
+
+    if torch.cuda.is_available() and server_args.tp_size > 1 and (
+        duet.partition_backend != "none"
+    ):
+        from sglang_duet.runtime.tp_groups import request_prefill_tp_group
+
+        request_prefill_tp_group()
     # run_scheduler_process looks the class up as a module global at call time.
     sched_mod.Scheduler = duet_sched.DuetScheduler
     sched_mod.run_scheduler_process(*args, **kwargs)

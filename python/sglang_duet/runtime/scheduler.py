@@ -26,7 +26,7 @@ from sglang.srt.utils.common import DynamicGradMode
 
 from sglang_duet.args import DuetArgs
 from sglang_duet.policy import BatchPlan
-from sglang_duet.runtime import bridge, lookahead
+from sglang_duet.runtime import bridge, lookahead, tp_groups
 from sglang_duet.runtime.metrics import DuetMetrics
 from sglang_duet.runtime.setup import build_setup
 
@@ -131,7 +131,8 @@ class DuetScheduler(Scheduler):
         with ctx_d:
             launched = lookahead.launch(self, decode, k)
         t1 = time.perf_counter()
-        with ctx_p:
+        own_group = self.duet_partitions is not None and tp_groups.has_prefill_tp_group()
+        with ctx_p, tp_groups.prefill_tp_group(own_group):
             result_p = self.run_batch(prefill)
         t2 = time.perf_counter()
         discarded = lookahead.process(self, launched)
