@@ -106,6 +106,23 @@ class DuetScheduler(Scheduler):
 
     # ---- execution ------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _eager_decode(self):
+        """Spatial decode on a partition stream runs eagerly: SGLang's decode CUDA graphs were
+        captured on the whole device, and a graph's kernels keep the SMs of the stream they were
+        captured on, so replaying them here would leave the partition. (Graphs captured per
+        partition size are the planned replacement.)"""
+        runner = getattr(self.model_worker, "model_runner", None)
+        if self.duet_partitions is None or runner is None:
+            yield
+            return
+        saved = runner.decode_cuda_graph_runner
+        runner.decode_cuda_graph_runner = None
+        try:
+            yield
+        finally:
+            runner.decode_cuda_graph_runner = saved
+
     def _streams(self, plan: BatchPlan):
         if self.duet_partitions is None or plan.mode != "spatial":
             return contextlib.nullcontext(), contextlib.nullcontext()
@@ -128,7 +145,7 @@ class DuetScheduler(Scheduler):
             logger.debug("duet: look-ahead %d -> %d (%s)", plan.lookahead, k, why)
         ctx_d, ctx_p = self._streams(plan)
         t0 = time.perf_counter()
-        with ctx_d:
+        with ctx_d, self._eager_decode():
             launched = lookahead.launch(self, decode, k)
         t1 = time.perf_counter()
         own_group = self.duet_partitions is not None and tp_groups.has_prefill_tp_group()
