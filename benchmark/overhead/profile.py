@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> None:
             [sys.executable, "-m", "sglang.bench_serving", "--backend", "sglang", "--host",
              "127.0.0.1", "--port", str(srv.port), "--dataset-name", "random-ids",
              "--random-input-len", "256", "--random-output-len", "64", "--num-prompts", "3000",
-             "--max-concurrency", "32", "--seed", "3", "--tokenizer", model, "--model", model],
+             "--max-concurrency", "32", "--seed", "3", "--tokenizer", model, "--model", model,
+             "--output-file", os.path.join(tmp, "bench.jsonl")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
         try:
             time.sleep(15)  # past bench_serving's start-up and the first batches
