@@ -30,6 +30,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+# ---- sgl-duet-kernel (partition and kernel tests) ------------------------------------------
+
+
+@pytest.fixture
+def kernel():
+    return pytest.importorskip("sgl_duet_kernel", reason="sgl-duet-kernel is not installed")
+
+
+@pytest.fixture
+def no_driver(kernel):
+    """Skips the test on machines where libcuda.so.1 opens (they are not 'CPU machines')."""
+    try:
+        kernel.open_driver()
+    except kernel.DriverUnavailable:
+        return kernel
+    pytest.skip("a CUDA driver is present: CPU-machine expectations do not apply")
+
+
 # ---- real servers (started lazily, one per test module; idle ones sleep) ----------------
 
 CHUNK = 64  # small chunked-prefill size so that test prompts get chunked

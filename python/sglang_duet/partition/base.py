@@ -43,6 +43,18 @@ def import_kernel() -> ModuleType:
     return sgl_duet_kernel
 
 
+def kernel_and_driver() -> tuple[ModuleType | None, int | str]:
+    """(kernel module, CUDA driver version) or (None, why neither can be had here)."""
+    try:
+        k = import_kernel()
+    except ImportError as exc:
+        return None, str(exc)
+    try:
+        return k, k.driver_version()
+    except k.DriverUnavailable as exc:
+        return None, str(exc)
+
+
 class PartitionBackend(ABC):
     """One SM-partitioning mechanism. Instances are cheap; nothing touches the GPU until asked.
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import PartitionBackend, PartitionError, RawPair, import_kernel
+from .base import PartitionBackend, PartitionError, RawPair, import_kernel, kernel_and_driver
 from .sizes import Granularity
 
 MIN_DRIVER = 12040
@@ -25,14 +25,9 @@ class GreenCtxBackend(PartitionBackend):
         self.flags = flags
 
     def available(self, device: int = 0) -> tuple[bool, str]:
-        try:
-            k = import_kernel()
-        except ImportError as exc:
-            return False, str(exc)
-        try:
-            version = k.driver_version()
-        except k.DriverUnavailable as exc:
-            return False, str(exc)
+        k, version = kernel_and_driver()
+        if k is None:
+            return False, str(version)
         if version < MIN_DRIVER:
             return False, f"driver is CUDA {_version(version)}; green contexts need >= 12.4"
         try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import platform
 
 from . import env
-from .base import PartitionBackend, PartitionError, RawPair, import_kernel
+from .base import PartitionBackend, PartitionError, RawPair, import_kernel, kernel_and_driver
 from .masks import MASK_BITS, pair_masks, sms_to_tpcs, split_u128
 from .sizes import Granularity, tpc_granularity
 
@@ -53,14 +53,9 @@ class LibsmctrlBackend(PartitionBackend):
     name = "libsmctrl"
 
     def available(self, device: int = 0) -> tuple[bool, str]:
-        try:
-            k = import_kernel()
-        except ImportError as exc:
-            return False, str(exc)
-        try:
-            version = k.driver_version()
-        except k.DriverUnavailable as exc:
-            return False, str(exc)
+        k, version = kernel_and_driver()
+        if k is None:
+            return False, str(version)
         ok, why = driver_supported(version)
         if not ok:
             return False, why
