@@ -97,9 +97,13 @@ class DuetScheduler(Scheduler):
         self.is_mixed_chunk = mixed
         self.chunked_prefill_size = budget
         self.max_prefill_tokens = budget
+        # The queue was prioritised (and prefix-matched) above for the plan; SGLang's adder
+        # would do it again for the same queue, so skip that second pass this iteration.
+        self.policy.calc_priority = _already_prioritised
         try:
             return super().get_new_batch_prefill(running_batch)
         finally:
+            del self.policy.calc_priority
             self.is_mixed_chunk, self.chunked_prefill_size, self.max_prefill_tokens = (
                 self._duet_knobs
             )
@@ -193,6 +197,10 @@ class DuetScheduler(Scheduler):
                     plan, measured, self.duet_policy.tbt_slo_s, discarded, self.ps.tp_rank, steps
                 )
             self.last_batch = batch
+
+
+def _already_prioritised(*_args, **_kwargs) -> None:
+    """Stands in for SchedulePolicy.calc_priority inside the adder pass (see above)."""
 
 
 def _as_decode_only(plan: BatchPlan) -> BatchPlan:
