@@ -48,6 +48,16 @@ class DuetArgs:
         metadata={"help": "Most decode steps run back to back per spatial iteration (>= 1).",
                   "min": 1},
     )
+    decode_graph_sizes: int = field(
+        default=6,
+        metadata={
+            "help": "Capture SGLang's decode CUDA graphs on this many partition sizes (spread "
+            "over the menu; the policy then chooses among them); each adds one decode capture "
+            "to start-up. 0: spatial decode runs eagerly on the whole menu. GPU with "
+            "green-ctx only.",
+            "min": 0,
+        },
+    )
     hardware: str = field(
         default="auto",
         metadata={

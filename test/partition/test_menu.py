@@ -128,3 +128,25 @@ def test_build_partition_menu_falls_back_to_none(monkeypatch, caplog):
     assert menu.backend == "none" and len(menu) == 0
     assert "fake failed at start-up" in reason and "falling back to none" in reason
     assert not fake.open
+
+
+class TestRestrict:
+    def test_keeps_only_the_sizes_and_releases_the_rest(self):
+        backend = FakeBackend(total=132)
+        menu = PartitionMenu.build(backend, sizes=(16, 32, 48, 64))
+        assert len(backend.open) == 4
+        kept = menu.restrict((16, 64))
+        assert kept.decode_sizes == (16, 64)
+        assert kept.prefill_sms(64) == 68
+        assert len(backend.open) == 2  # the 32 and 48 splits' streams were released
+        assert kept.raw_streams(16) != kept.raw_streams(64)
+        assert kept.sm_menu.decode_sizes == (16, 64)
+        assert menu.decode_sizes == ()  # the old menu handed its entries over
+        kept.close()
+        assert not backend.open
+
+    def test_unknown_size_is_refused(self):
+        menu = PartitionMenu.build(FakeBackend(total=132), sizes=(16, 32))
+        with pytest.raises(KeyError, match=r"\[24\]"):
+            menu.restrict((16, 24))
+        assert menu.decode_sizes == (16, 32)  # nothing changed

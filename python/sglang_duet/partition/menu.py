@@ -181,6 +181,20 @@ class PartitionMenu:
                 f"(sizes: {self.decode_sizes or 'none'})"
             ) from None
 
+    def restrict(self, sizes: Sequence[int]) -> PartitionMenu:
+        """A menu of only the splits whose decode sizes are in `sizes`; the other entries'
+        streams are released (this menu keeps none of them afterwards)."""
+        missing = sorted(set(sizes) - set(self._entries))
+        if missing:
+            raise KeyError(f"no split with {missing} decode SMs in the {self.backend} menu")
+        kept = [self._entries[s] for s in sorted(set(sizes))]
+        for s, e in self._entries.items():
+            if s not in sizes and e.raw is not None:
+                e.raw.close()
+                e.raw, e._torch = None, None
+        self._entries = {}
+        return PartitionMenu(self.backend, self.total_sms, self.granularity, kept, self.device)
+
     def close(self) -> None:
         """Releases every stream; the menu keeps its sizes but has no streams afterwards."""
         for e in self._entries.values():

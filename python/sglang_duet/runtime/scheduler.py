@@ -8,14 +8,14 @@ machinery runs it:
   plan's tokens so that it forms exactly the plan's chunks;
 * ``spatial``     -> a prefill-only batch (same budget rule) plus the running decode batch: the
   decode side is launched first, k look-ahead steps back to back, then the prefill, each on its
-  partition stream; both results are processed after both are launched. With no partition
+  partition stream with state of its own (`phases`: attention backends, decode graphs captured
+  on the partition); both results are processed after both are launched. With no partition
   backend (CPU) the two run one after the other on the same device;
 * ``decode_only`` -> SGLang's decode step; prefill waits.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 
@@ -28,6 +28,7 @@ from sglang_duet.args import DuetArgs
 from sglang_duet.policy import BatchPlan
 from sglang_duet.runtime import bridge, lookahead, tp_groups
 from sglang_duet.runtime.metrics import DuetMetrics
+from sglang_duet.runtime.phases import PhaseRunners
 from sglang_duet.runtime.setup import build_setup
 
 try:  # moved between SGLang releases; only the type is needed
@@ -48,6 +49,7 @@ class DuetScheduler(Scheduler):
         budget = self.chunked_prefill_size
         if budget is None or budget <= 0:
             budget = self.max_prefill_tokens
+        runner = self.model_worker.model_runner
         setup = build_setup(
             self.duet_args,
             model_path=sa.model_path,
@@ -55,9 +57,11 @@ class DuetScheduler(Scheduler):
             device=self.device,
             gpu_id=gpu_id,
             token_budget=budget,
+            cuda_graphs=runner.decode_cuda_graph_runner is not None,
         )
         self.duet_policy = setup.policy
         self.duet_partitions = setup.partitions
+        self.duet_phases = PhaseRunners.build(runner, setup.partitions, setup.graph_sizes)
         labels = {"tp_rank": str(self.ps.tp_rank), "dp_rank": str(self.ps.dp_rank or 0)}
         self.duet_metrics = DuetMetrics(bool(sa.enable_metrics), labels, self.duet_args.plan_log)
         self.duet_plan: BatchPlan | None = None
@@ -110,56 +114,41 @@ class DuetScheduler(Scheduler):
 
     # ---- execution ------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _eager_decode(self):
-        """Spatial decode on a partition stream runs eagerly: SGLang's decode CUDA graphs were
-        captured on the whole device, and a graph's kernels keep the SMs of the stream they were
-        captured on, so replaying them here would leave the partition. (Graphs captured per
-        partition size are the planned replacement.)"""
-        runner = getattr(self.model_worker, "model_runner", None)
-        if self.duet_partitions is None or runner is None:
-            yield
-            return
-        saved = runner.decode_cuda_graph_runner
-        runner.decode_cuda_graph_runner = None
-        try:
-            yield
-        finally:
-            runner.decode_cuda_graph_runner = saved
-
-    def _streams(self, plan: BatchPlan):
-        if self.duet_partitions is None or plan.mode != "spatial":
-            return contextlib.nullcontext(), contextlib.nullcontext()
-        s_d, s_p = self.duet_partitions.streams(plan.sms_decode)
-        return torch.cuda.stream(s_d), torch.cuda.stream(s_p)
-
     def _step_spatial(
         self, prefill: ScheduleBatch, plan: BatchPlan
-    ) -> tuple[float | None, float, int, int]:
+    ) -> tuple[float | None, float | None, int, int]:
         """Decode (k look-ahead steps) and prefill, launched in that order, then processed.
-        Returns (decode step s, prefill s, surplus tokens discarded, decode steps run)."""
+        Returns (decode step s, prefill s, surplus tokens discarded, decode steps run); the
+        phase times are None when the phases ran at the same time (partition streams)."""
         decode = self.update_running_batch(self.running_batch)
         self.running_batch = decode
+        phases, s_d = self.duet_phases, plan.sms_decode
         if decode is None or decode.is_empty():
             t0 = time.perf_counter()
-            self.process_batch_result(prefill, self.run_batch(prefill))
+            with phases.prefill(s_d):
+                result_p = self.run_batch(prefill)
+            phases.join(s_d, 1)
+            self.process_batch_result(prefill, result_p)
             return None, time.perf_counter() - t0, 0, 0
         k, why = lookahead.max_safe_lookahead(self, decode, plan.lookahead)
         if why and k < plan.lookahead:
             logger.debug("duet: look-ahead %d -> %d (%s)", plan.lookahead, k, why)
-        ctx_d, ctx_p = self._streams(plan)
         t0 = time.perf_counter()
-        with ctx_d, self._eager_decode():
+        with phases.decode(s_d):
             launched = lookahead.launch(self, decode, k)
         t1 = time.perf_counter()
-        own_group = self.duet_partitions is not None and tp_groups.has_prefill_tp_group()
-        with ctx_p, tp_groups.prefill_tp_group(own_group):
+        own_group = phases.partitions is not None and tp_groups.has_prefill_tp_group()
+        with phases.prefill(s_d), tp_groups.prefill_tp_group(own_group):
             result_p = self.run_batch(prefill)
         t2 = time.perf_counter()
+        phases.join(s_d, 0)  # decode results first: they need not wait for the prefill
         discarded = lookahead.process(self, launched)
         t3 = time.perf_counter()
+        phases.join(s_d, 1)
         self.process_batch_result(prefill, result_p)
         t4 = time.perf_counter()
+        if phases.partitions is not None:
+            return None, None, discarded, k  # overlapped: the policy attributes the total
         # Sequential execution (no partitions) lets each phase be timed on its own.
         return (t1 - t0 + t3 - t2) / k, t2 - t1 + t4 - t3, discarded, k
 

@@ -10,6 +10,7 @@ from typing import Any
 from sglang_duet.args import DuetArgs
 from sglang_duet.latency import Calibration, HardwareSpec, LatencyModel, ModelSpec, get_hardware
 from sglang_duet.policy import DuetPolicy, SmMenu
+from sglang_duet.runtime import decode_graphs
 
 logger = logging.getLogger(__name__)
 
@@ -54,14 +55,18 @@ class DuetSetup:
     model: ModelSpec
     partitions: Any  # sglang_duet.partition.PartitionMenu or None (no partitioning)
     backend_name: str
+    graph_sizes: tuple[int, ...] = ()  # decode sizes that get their own decode CUDA graphs
 
 
-def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int):
-    """(SmMenu, PartitionMenu | None, backend name), built once at start-up.
+def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int,
+               cuda_graphs: bool = False):
+    """(SmMenu, PartitionMenu | None, backend name, graph sizes), built once at start-up.
 
     A backend that is unavailable or grants fewer SMs than asked falls back to `none` (the
     partition package logs why). With `none`, spatial plans run decode then prefill on the same
     device, one after the other; the menu still describes the device so the policy can plan.
+    When decode graphs are captured per partition (`decode_graphs.graphs_wanted`), the menu
+    keeps only `--duet-decode-graph-sizes` sizes, spread over it.
     """
     if device != "cpu":
         from sglang_duet.partition import build_partition_menu
@@ -69,20 +74,29 @@ def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int)
         menu, reason = build_partition_menu(args.partition_backend, gpu_id)
         logger.info("duet: partition backend %s (%s)", menu.backend, reason)
         if menu.decode_sizes:
-            return menu.sm_menu, menu, menu.backend
+            want, why = decode_graphs.graphs_wanted(
+                menu.backend, cuda_graphs, args.decode_graph_sizes
+            )
+            logger.info("duet: %s", why)
+            if not want:
+                return menu.sm_menu, menu, menu.backend, ()
+            menu = menu.restrict(decode_graphs.spread(menu.decode_sizes, args.decode_graph_sizes))
+            return menu.sm_menu, menu, menu.backend, menu.decode_sizes
     elif args.partition_backend not in ("auto", "none"):
         logger.warning("duet: --duet-partition-backend %s needs a GPU; using none",
                        args.partition_backend)
-    return SmMenu.tpc_masks(hardware.num_sms, hardware.sms_per_tpc), None, "none"
+    return SmMenu.tpc_masks(hardware.num_sms, hardware.sms_per_tpc), None, "none", ()
 
 
 def build_setup(args: DuetArgs, *, model_path: str, tp_size: int, device: str, gpu_id: int,
-                token_budget: int) -> DuetSetup:
+                token_budget: int, cuda_graphs: bool = False) -> DuetSetup:
     hardware = detect_hardware(args.hardware, device, gpu_id)
     model = ModelSpec.from_hf_config(model_path, tp=tp_size)
     calibration = Calibration.load(args.calibration) if args.calibration else None
     latency = LatencyModel(hardware, model, calibration)
-    sm_menu, partitions, backend = build_menu(args, hardware, device, gpu_id)
+    sm_menu, partitions, backend, graph_sizes = build_menu(
+        args, hardware, device, gpu_id, cuda_graphs
+    )
     policy = DuetPolicy(
         mode=args.mode,
         tbt_slo_s=args.tbt_slo_s,
@@ -92,4 +106,4 @@ def build_setup(args: DuetArgs, *, model_path: str, tp_size: int, device: str, g
         menu=sm_menu,
         correction=args.online_correction,
     )
-    return DuetSetup(policy, hardware, model, partitions, backend)
+    return DuetSetup(policy, hardware, model, partitions, backend, graph_sizes)

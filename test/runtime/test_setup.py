@@ -1,0 +1,78 @@
+"""build_menu: which partition sizes the policy may choose, and which get decode graphs."""
+
+from __future__ import annotations
+
+import pytest
+
+import sglang_duet.partition as partition
+from sglang_duet.args import DuetArgs
+from sglang_duet.partition import Granularity, PartitionBackend, PartitionMenu, RawPair
+from sglang_duet.runtime.setup import CPU_PROFILE, build_menu
+
+
+class Backend(PartitionBackend):
+    name = "green-ctx"
+
+    def __init__(self):
+        self.open = set()
+
+    def available(self, device=0):
+        return True, ""
+
+    def num_sms(self, device=0):
+        return 132
+
+    def granularity(self, device=0):
+        return Granularity(8, 8, "probe")
+
+    def create_pair(self, device, decode_sms, min_prefill_sms):
+        self.open.add(decode_sms)
+        return RawPair(decode_sms, -decode_sms, decode_sms, 132 - decode_sms,
+                       lambda: self.open.discard(decode_sms))
+
+
+@pytest.fixture
+def gpu_menu(monkeypatch):
+    backend = Backend()
+
+    def build(name, device):
+        return PartitionMenu.build(backend, device, 16, 16), "fake green contexts"
+
+    monkeypatch.setattr(partition, "build_partition_menu", build)
+    return backend
+
+
+ALL = tuple(range(16, 113, 8))
+
+
+def test_graphs_on_a_spread_of_sizes_and_the_policy_menu_matches(gpu_menu):
+    sm_menu, parts, backend, graph_sizes = build_menu(
+        DuetArgs(decode_graph_sizes=4), CPU_PROFILE, "cuda", 0, cuda_graphs=True
+    )
+    assert graph_sizes == (16, 48, 80, 112)
+    assert sm_menu.decode_sizes == parts.decode_sizes == graph_sizes
+    assert backend == "green-ctx"
+    assert gpu_menu.open == set(graph_sizes)  # the other splits' streams were released
+
+
+@pytest.mark.parametrize(
+    ("args", "cuda_graphs"),
+    [(DuetArgs(decode_graph_sizes=0), True), (DuetArgs(), False)],
+)
+def test_no_graphs_keeps_the_whole_menu(gpu_menu, args, cuda_graphs):
+    sm_menu, parts, _, graph_sizes = build_menu(args, CPU_PROFILE, "cuda", 0, cuda_graphs)
+    assert graph_sizes == ()
+    assert sm_menu.decode_sizes == parts.decode_sizes == ALL
+
+
+def test_cpu_has_no_partitions_and_no_graphs():
+    sm_menu, parts, backend, graph_sizes = build_menu(DuetArgs(), CPU_PROFILE, "cpu", 0)
+    assert (parts, backend, graph_sizes) == (None, "none", ())
+    assert len(sm_menu) > 1
+
+
+def test_flag_is_validated():
+    from sglang_duet.args import DuetArgError
+
+    with pytest.raises(DuetArgError, match="--duet-decode-graph-sizes"):
+        DuetArgs(decode_graph_sizes=-1)
