@@ -122,3 +122,30 @@ class TestCapture:
         with decode_graphs._capture_on("partition"):
             with dcgr.graph_capture() as s1, dcgr.graph_capture(stream="other") as s2:
                 assert (s1, s2) == ("partition", "other")
+
+
+class TestSglangContract:
+    """What capture() relies on in SGLang 0.5.17; fails loudly if an upgrade moves it."""
+
+    def test_runner_takes_its_backend_and_captures_via_the_module_graph_capture(self):
+        import inspect
+
+        import sglang.srt.model_executor.runner.decode_cuda_graph_runner as dcgr
+        from sglang.srt.model_executor.model_runner import ModelRunner
+
+        init = inspect.signature(dcgr.DecodeCudaGraphRunner.__init__).parameters
+        assert "attn_backend" in init
+        # The non-PD-multiplexing capture opens graph_capture() without a stream of its own.
+        assert "graph_capture()" in inspect.getsource(dcgr.DecodeCudaGraphRunner.capture)
+        assert callable(dcgr.graph_capture)
+        assert "init_new_workspace" in inspect.signature(
+            ModelRunner._get_attention_backend
+        ).parameters
+        assert hasattr(ModelRunner, "_decode_cuda_graph_runner_cls")
+
+    def test_eager_runner_honours_the_no_copy_switch(self):
+        import inspect
+
+        from sglang.srt.model_executor.runner.eager_runner import EagerRunner
+
+        assert "SGLANG_EAGER_INPUT_NO_COPY" in inspect.getsource(EagerRunner.load_batch)
