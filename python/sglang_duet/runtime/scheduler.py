@@ -123,13 +123,9 @@ class DuetScheduler(Scheduler):
         decode = self.update_running_batch(self.running_batch)
         self.running_batch = decode
         phases, s_d = self.duet_phases, plan.sms_decode
-        if decode is None or decode.is_empty():
-            t0 = time.perf_counter()
-            with phases.prefill(s_d):
-                result_p = self.run_batch(prefill)
-            phases.join(s_d, 1)
-            self.process_batch_result(prefill, result_p)
-            return None, time.perf_counter() - t0, 0, 0
+        if decode is None or decode.is_empty():  # nothing to overlap: whole device, SGLang's way
+            self.process_batch_result(prefill, self.run_batch(prefill))
+            return None, None, 0, 0
         k, why = lookahead.max_safe_lookahead(self, decode, plan.lookahead)
         if why and k < plan.lookahead:
             logger.debug("duet: look-ahead %d -> %d (%s)", plan.lookahead, k, why)
@@ -180,6 +176,8 @@ class DuetScheduler(Scheduler):
             if plan is not None:
                 if batch.forward_mode.is_decode() and plan.mode != "decode_only":
                     plan = _as_decode_only(plan)  # executed differently: no feedback
+                elif plan.mode == "spatial" and steps == 0:
+                    pass  # its decodes had all finished: a whole-device prefill, not the split
                 else:
                     self.duet_policy.observe(plan, measured, decode_s, prefill_s)
                 self.duet_metrics.record(
