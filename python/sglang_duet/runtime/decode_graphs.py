@@ -82,16 +82,6 @@ def _capture_on(stream: Any) -> Iterator[None]:
         dcgr.graph_capture = original
 
 
-@contextlib.contextmanager
-def _attn_backend(model_runner: Any, backend: Any) -> Iterator[None]:
-    saved = model_runner.attn_backend
-    model_runner.attn_backend = backend
-    try:
-        yield
-    finally:
-        model_runner.attn_backend = saved
-
-
 def capture(
     model_runner: Any, partitions: Any, sizes: Sequence[int]
 ) -> tuple[dict[int, Any], dict[int, Any]]:
@@ -100,6 +90,8 @@ def capture(
     Returns ({S_d: runner}, {S_d: attention backend}). Runs on every TP rank in the same order
     (SGLang's capture synchronises the ranks per batch size).
     """
+    from sglang_duet.runtime.phases import swapped  # phases imports this module
+
     runner_cls = model_runner._decode_cuda_graph_runner_cls()
     runners: dict[int, Any] = {}
     backends: dict[int, Any] = {}
@@ -107,7 +99,7 @@ def capture(
         decode_stream, _ = partitions.streams(s_d)
         backend = model_runner._get_attention_backend(init_new_workspace=False)
         t0 = time.perf_counter()
-        with _capture_on(decode_stream), _attn_backend(model_runner, backend):
+        with _capture_on(decode_stream), swapped(model_runner, attn_backend=backend):
             runners[s_d] = runner_cls(model_runner, attn_backend=backend)
         backends[s_d] = backend
         logger.info(
