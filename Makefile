@@ -27,7 +27,7 @@ $(STAMP): $(DEPS)
 serve: venv
 	HF_HUB_OFFLINE=1 $(PY) -m sglang_duet.launch_server $(if $(MODEL),--model-path $(MODEL)) $(ARGS)
 
-test: venv
+test: venv lint
 	HF_HUB_OFFLINE=1 $(PY) -m pytest test -q
 
 lint: venv

@@ -149,7 +149,7 @@ class TestAdaptive:
         from helpers.server import Server
 
         # 0.3 ms: on the CPU profile a few decodes alone meet it, a 64-token chunk mixed in
-        # breaks it (see sglang_duet.runtime.setup.CPU_PROFILE), so both modes must appear.
+        # breaks it (see sglang_duet.runtime.components.CPU_PROFILE), so both modes must appear.
         srv = Server(["--chunked-prefill-size", "64", "--enable-metrics",
                       "--duet-tbt-slo-ms", "0.3", "--no-duet-online-correction"]).start()
         request.addfinalizer(srv.stop)

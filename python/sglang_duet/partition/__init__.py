@@ -7,7 +7,7 @@ calls that need a GPU. `python -m sglang_duet.partition` reports what is usable 
 from __future__ import annotations
 
 from .base import PartitionBackend, PartitionError, RawPair
-from .menu import MenuEntry, PartitionMenu, build_partition_menu
+from .partition_menu import MenuEntry, PartitionMenu, build_partition_menu
 from .registry import AUTO_ORDER, BACKEND_NAMES, BACKENDS, get_backend, probe_all, select_backend
 from .sizes import DEFAULT_MIN_SMS, GPU_SHAPES, GpuShape, Granularity, decode_sizes
 

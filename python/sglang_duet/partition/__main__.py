@@ -11,7 +11,7 @@ import logging
 import sys
 
 from .libsmctrl import SMS_PER_TPC
-from .menu import PartitionMenu
+from .partition_menu import PartitionMenu
 from .registry import AUTO_ORDER, BACKEND_NAMES, get_backend, probe_all, select_backend
 from .sizes import DEFAULT_MIN_SMS, GPU_SHAPES, green_ctx_table_granularity, tpc_granularity
 

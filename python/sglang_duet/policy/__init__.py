@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from .batching import form_chunked_batch, form_prefill_chunks, truncate_chunks
 from .correction import Correction
-from .menu import SmMenu
+from .duet import POLICY_MODES, DuetPolicy
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .plan import BatchPlan
-from .policy import POLICY_MODES, DuetPolicy
+from .sm_menu import SmMenu
 from .state import PrefillChunk, ReqState
 
 __all__ = [

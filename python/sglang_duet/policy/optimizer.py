@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .batching import truncate_chunks
-from .menu import SmMenu
+from .sm_menu import SmMenu
 from .state import PrefillChunk
 
 # (sms_decode, prefill chunks) -> (t_d, t_p) in seconds, corrected, under contention.

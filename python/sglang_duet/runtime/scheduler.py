@@ -27,9 +27,9 @@ from sglang.srt.utils.common import DynamicGradMode
 from sglang_duet.args import DuetArgs
 from sglang_duet.policy import BatchPlan
 from sglang_duet.runtime import bridge, lookahead, tp_groups
+from sglang_duet.runtime.components import build_components
 from sglang_duet.runtime.metrics import DuetMetrics
 from sglang_duet.runtime.phases import PhaseRunners
-from sglang_duet.runtime.setup import build_setup
 
 try:  # moved between SGLang releases; only the type is needed
     from sglang.srt.managers.schedule_batch import NextBatchPlan
@@ -50,7 +50,7 @@ class DuetScheduler(Scheduler):
         if budget is None or budget <= 0:
             budget = self.max_prefill_tokens
         runner = self.model_worker.model_runner
-        setup = build_setup(
+        parts = build_components(
             self.duet_args,
             model_path=sa.model_path,
             tp_size=sa.tp_size,
@@ -59,17 +59,17 @@ class DuetScheduler(Scheduler):
             token_budget=budget,
             cuda_graphs=runner.decode_cuda_graph_runner is not None,
         )
-        self.duet_policy = setup.policy
-        self.duet_partitions = setup.partitions
-        self.duet_phases = PhaseRunners.build(runner, setup.partitions, setup.graph_sizes)
+        self.duet_policy = parts.policy
+        self.duet_partitions = parts.partitions
+        self.duet_phases = PhaseRunners.build(runner, parts.partitions, parts.graph_sizes)
         labels = {"tp_rank": str(self.ps.tp_rank), "dp_rank": str(self.ps.dp_rank or 0)}
         self.duet_metrics = DuetMetrics(bool(sa.enable_metrics), labels, self.duet_args.plan_log)
         self.duet_plan: BatchPlan | None = None
         self._duet_knobs = (self.is_mixed_chunk, self.chunked_prefill_size, self.max_prefill_tokens)
         logger.info(
             "DuetScheduler: mode=%s tbt_slo=%.1fms budget=%d hardware=%s backend=%s menu=%s",
-            self.duet_args.mode, self.duet_args.tbt_slo_ms, budget, setup.hardware.name,
-            setup.backend_name, list(setup.policy.menu.decode_sizes),
+            self.duet_args.mode, self.duet_args.tbt_slo_ms, budget, parts.hardware.name,
+            parts.backend_name, list(parts.policy.menu.decode_sizes),
         )
 
     # ---- planning -------------------------------------------------------------------------

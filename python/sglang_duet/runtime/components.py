@@ -49,7 +49,7 @@ def detect_hardware(name: str, device: str, gpu_id: int = 0) -> HardwareSpec:
 
 
 @dataclass
-class DuetSetup:
+class DuetComponents:
     policy: DuetPolicy
     hardware: HardwareSpec
     model: ModelSpec
@@ -88,8 +88,8 @@ def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int,
     return SmMenu.tpc_masks(hardware.num_sms, hardware.sms_per_tpc), None, "none", ()
 
 
-def build_setup(args: DuetArgs, *, model_path: str, tp_size: int, device: str, gpu_id: int,
-                token_budget: int, cuda_graphs: bool = False) -> DuetSetup:
+def build_components(args: DuetArgs, *, model_path: str, tp_size: int, device: str, gpu_id: int,
+                token_budget: int, cuda_graphs: bool = False) -> DuetComponents:
     hardware = detect_hardware(args.hardware, device, gpu_id)
     model = ModelSpec.from_hf_config(model_path, tp=tp_size)
     calibration = Calibration.load(args.calibration) if args.calibration else None
@@ -106,4 +106,4 @@ def build_setup(args: DuetArgs, *, model_path: str, tp_size: int, device: str, g
         menu=sm_menu,
         correction=args.online_correction,
     )
-    return DuetSetup(policy, hardware, model, partitions, backend, graph_sizes)
+    return DuetComponents(policy, hardware, model, partitions, backend, graph_sizes)

@@ -7,7 +7,7 @@ import pytest
 import sglang_duet.partition as partition
 from sglang_duet.args import DuetArgs
 from sglang_duet.partition import Granularity, PartitionBackend, PartitionMenu, RawPair
-from sglang_duet.runtime.setup import CPU_PROFILE, build_menu
+from sglang_duet.runtime.components import CPU_PROFILE, build_menu
 
 
 class Backend(PartitionBackend):

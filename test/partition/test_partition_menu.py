@@ -76,13 +76,13 @@ class TestPlan:
 
 class TestSmMenu:
     def test_green_ctx(self):
-        pytest.importorskip("sglang_duet.policy.menu")
+        pytest.importorskip("sglang_duet.policy.sm_menu")
         sm = PartitionMenu.plan("green-ctx", 132, Granularity(8, 8)).sm_menu
         assert sm.total_sms == 132
         assert sm.decode_sizes == tuple(range(16, 113, 8))
 
     def test_a100_tpc(self):
-        pytest.importorskip("sglang_duet.policy.menu")
+        pytest.importorskip("sglang_duet.policy.sm_menu")
         sm = PartitionMenu.plan("libsmctrl", 108, Granularity(2, 2, "tpc")).sm_menu
         assert sm.decode_sizes[0] == 16 and sm.decode_sizes[-1] == 92
 

@@ -17,7 +17,7 @@ from .base import PartitionBackend, PartitionError, RawPair
 from .sizes import DEFAULT_MIN_SMS, Granularity, decode_sizes
 
 if TYPE_CHECKING:
-    from sglang_duet.policy.menu import SmMenu
+    from sglang_duet.policy.sm_menu import SmMenu
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class PartitionMenu:
     @property
     def sm_menu(self) -> SmMenu:
         """The sizes as the policy's `SmMenu` (what `PartitionOptimizer` enumerates)."""
-        from sglang_duet.policy.menu import SmMenu
+        from sglang_duet.policy.sm_menu import SmMenu
 
         if self.total_sms < 2:
             raise PartitionError(

@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING
 from ..latency import Batch
 from .batching import chunk_waiting
 from .correction import Correction
-from .menu import SmMenu
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .plan import BatchPlan
+from .sm_menu import SmMenu
 from .state import PrefillChunk, ReqState
 
 if TYPE_CHECKING:
