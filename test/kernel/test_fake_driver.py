@@ -267,3 +267,23 @@ def test_ampere_is_not_enabled_for_green_ctx(fake_dir):
     )
     ok, why = res["green"]
     assert not ok and "sm_80" in why
+
+
+def test_only_kept_splits_are_created(fake_dir):
+    """Start-up creates the green contexts of the kept decode sizes only (2 contexts and 2
+    streams each), not all 13 splits before cutting the menu."""
+    res = _run(
+        fake_dir,
+        """
+        from sglang_duet.partition import PartitionMenu, get_backend
+        from sglang_duet.runtime.decode_graphs import spread
+        fake = ctypes.CDLL("libcuda.so.1")
+        menu = PartitionMenu.build(get_backend("green-ctx"), 0, 16, 16,
+                                   select=lambda name, sizes: spread(sizes, 6))
+        res["sizes"] = list(menu.decode_sizes)
+        res["live"] = fake.fake_live()
+        menu.close()
+    """,
+    )
+    assert res["sizes"] == [16, 32, 56, 72, 96, 112]
+    assert res["live"] == 4 * 6

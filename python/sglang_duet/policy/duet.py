@@ -238,21 +238,22 @@ class DuetPolicy:
         """An aggregated plan predicted to take ``t`` (corrected) seconds."""
         f = self.correction.factor("aggregated", "total")
         total = self.total_sms
-        plan = BatchPlan("aggregated", rids, chunks, total, total, 1, t, t, t, reason)
+        plan = BatchPlan.aggregated(rids, chunks, total, t, reason)
         return self._remember(plan, f, f)
 
     def _decode_only(self, rids: tuple[str, ...], t: float, reason: str) -> BatchPlan:
         f = self.correction.factor("decode_only", "decode")
-        plan = BatchPlan("decode_only", rids, (), self.total_sms, 0, 1, t, t, 0.0, reason)
+        plan = BatchPlan.decode_only(rids, self.total_sms, t, reason)
         return self._remember(plan, f, 1.0)
 
     def _spatial(
         self, rids: tuple[str, ...], ch: SpatialChoice, f_d: float, f_p: float, reason: str
     ) -> BatchPlan:
-        plan = BatchPlan(
-            "spatial", rids, ch.prefill, ch.sms_decode, ch.sms_prefill, ch.lookahead,
-            ch.total_s, ch.decode_s, ch.prefill_s, reason,
-        )  # fmt: skip
+        plan = BatchPlan.spatial(
+            rids, ch.prefill, ch.sms_decode, ch.sms_prefill, ch.lookahead,
+            predicted_decode_s=ch.decode_s, predicted_prefill_s=ch.prefill_s,
+            predicted_total_s=ch.total_s, reason=reason,
+        )
         return self._remember(plan, f_d, f_p)
 
     def _remember(self, plan: BatchPlan, f_a: float, f_b: float) -> BatchPlan:

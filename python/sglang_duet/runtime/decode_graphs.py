@@ -21,11 +21,12 @@ chooses among those only.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
+
+from sglang_duet.runtime import patches
 
 logger = logging.getLogger(__name__)
 
@@ -59,51 +60,92 @@ def graphs_wanted(backend: str, cuda_graphs: bool, n: int) -> tuple[bool, str]:
     return True, f"decode graphs for {n} partition sizes"
 
 
-@contextlib.contextmanager
-def _capture_on(stream: Any) -> Iterator[None]:
-    """While active, SGLang's decode graph runner captures on `stream` (not a stream of its own).
-
-    `DecodeCudaGraphRunner.capture` opens `graph_capture()` with no stream, which makes one; the
-    module's name is rebound to a version that passes ours.
-    """
-    import sglang.srt.model_executor.runner.decode_cuda_graph_runner as dcgr
-
-    original = dcgr.graph_capture
-
-    def on_partition(*args: Any, **kwargs: Any):
-        if not args and kwargs.get("stream") is None:
-            kwargs["stream"] = stream
-        return original(*args, **kwargs)
-
-    dcgr.graph_capture = on_partition
-    try:
-        yield
-    finally:
-        dcgr.graph_capture = original
-
-
 def capture(
     model_runner: Any, partitions: Any, sizes: Sequence[int]
 ) -> tuple[dict[int, Any], dict[int, Any]]:
     """Captures one decode graph runner per size on that split's decode stream.
 
     Returns ({S_d: runner}, {S_d: attention backend}). Runs on every TP rank in the same order
-    (SGLang's capture synchronises the ranks per batch size).
+    (SGLang's capture synchronises the ranks per batch size). SGLang's side streams (KV pool,
+    model helpers) are off during each capture: they belong to the primary context.
     """
-    from sglang_duet.runtime.phases import swapped  # phases imports this module
-
     runner_cls = model_runner._decode_cuda_graph_runner_cls()
     runners: dict[int, Any] = {}
     backends: dict[int, Any] = {}
+    start = time.perf_counter()
     for s_d in sizes:
         decode_stream, _ = partitions.streams(s_d)
         backend = model_runner._get_attention_backend(init_new_workspace=False)
         t0 = time.perf_counter()
-        with _capture_on(decode_stream), swapped(model_runner, attn_backend=backend):
+        with (
+            patches.capture_on(decode_stream),
+            patches.no_side_streams(model_runner),
+            patches.swapped(model_runner, attn_backend=backend),
+        ):
             runners[s_d] = runner_cls(model_runner, attn_backend=backend)
         backends[s_d] = backend
         logger.info(
             "duet: decode graphs for the %d-SM partition captured in %.1fs (batch sizes %s)",
             s_d, time.perf_counter() - t0, list(getattr(runners[s_d], "capture_bs", [])),
         )
+    if sizes:
+        logger.info("duet: %d partition decode captures took %.1fs in all", len(sizes),
+                    time.perf_counter() - start)
     return runners, backends
+
+
+# ---- start-up memory --------------------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def reserve_bytes(n_sizes: int, decode_max_bs: int, prefill_workspace_bytes: int) -> int:
+    """Memory the partition phases take beyond SGLang's own (bytes), to keep out of the KV cache.
+
+    Each partition decode capture is one more SGLang decode capture, for which SGLang itself
+    reserves `max_bs * 2` MiB (`ServerArgs.reserve_for_graph_mb`); the spatial prefill's
+    attention backend has a workspace of its own.
+    """
+    return n_sizes * decode_max_bs * 2 * MIB + prefill_workspace_bytes
+
+
+def lowered_fraction(fraction: float, reserve: int, device_bytes: int) -> float:
+    """SGLang's static memory fraction less `reserve` bytes of a `device_bytes` device."""
+    lowered = fraction - reserve / device_bytes
+    if lowered <= 0.05:
+        raise ValueError(
+            f"--mem-fraction-static {fraction:.3f} leaves no room for the partition phases "
+            f"({reserve / MIB:.0f} MiB of {device_bytes / MIB:.0f} MiB); lower "
+            "--duet-decode-graph-sizes"
+        )
+    return round(lowered, 4)
+
+
+def reserve_for_partitions(server_args: Any, duet: Any, device_bytes: int) -> int:
+    """Lowers `server_args.mem_fraction_static` (before SGLang sizes the KV cache) by what the
+    partition decode graphs and the spatial prefill workspace will need; logged. Returns the
+    bytes reserved."""
+    n = duet.decode_graph_sizes
+    if getattr(server_args, "disable_cuda_graph", False) or duet.partition_backend not in (
+        "auto", *GRAPH_BACKENDS
+    ):
+        n = 0
+    decode_cfg = getattr(getattr(server_args, "cuda_graph_config", None), "decode", None)
+    max_bs = int(getattr(decode_cfg, "max_bs", 0) or 0)
+    workspace = 0
+    backends = {server_args.attention_backend, getattr(server_args, "prefill_attention_backend",
+                                                       None)}
+    if "flashinfer" in backends:
+        from sglang.srt.environ import envs
+
+        workspace = int(envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get())
+    reserve = reserve_bytes(n, max_bs, workspace)
+    if reserve and server_args.mem_fraction_static:
+        before = server_args.mem_fraction_static
+        server_args.mem_fraction_static = lowered_fraction(before, reserve, device_bytes)
+        logger.info(
+            "duet: mem_fraction_static %.4f -> %.4f: %.0f MiB kept for %d partition decode "
+            "graph pools (max_bs %d) and a %.0f MiB spatial prefill workspace", before,
+            server_args.mem_fraction_static, reserve / MIB, n, max_bs, workspace / MIB,
+        )
+    return reserve
