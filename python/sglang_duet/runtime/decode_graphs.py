@@ -3,8 +3,8 @@
 A kernel launched from a CUDA graph runs in the execution context it was captured in: captured on
 a green context's stream, it replays on that green context's SMs whichever stream launches it
 (`test/partition/test_green_ctx_gpu.py` checks it with an SM-id probe). SGLang captures its
-decode graphs once, on an ordinary stream, i.e. on the whole device, so a spatial decode cannot replay them
-without leaving its partition. At start-up sglang-duet therefore captures, for each decode size
+decode graphs once, on an ordinary stream, i.e. on the whole device, so a spatial decode cannot
+replay them without leaving its partition. At start-up sglang-duet therefore captures, for each decode size
 S_d kept in the menu, one SGLang `DecodeCudaGraphRunner` (all of SGLang's capture batch sizes)
 on the decode stream of that split, each with an attention backend of its own: a backend keeps
 the per-batch-size state its graphs were captured with, so two runners cannot share one. The
