@@ -4,19 +4,21 @@ A kernel launched from a CUDA graph runs in the execution context it was capture
 a green context's stream, it replays on that green context's SMs whichever stream launches it
 (`test/partition/test_green_ctx_gpu.py` checks it with an SM-id probe). SGLang captures its
 decode graphs once, on an ordinary stream, i.e. on the whole device, so a spatial decode cannot
-replay them without leaving its partition. At start-up sglang-duet therefore captures, for each decode size
-S_d kept in the menu, one SGLang `DecodeCudaGraphRunner` (all of SGLang's capture batch sizes)
-on the decode stream of that split, each with an attention backend of its own: a backend keeps
-the per-batch-size state its graphs were captured with, so two runners cannot share one. The
-spatial decode of a plan with S_d replays the runner of S_d (`phases.PhaseRunners.decode`).
+replay them without leaving its partition. At start-up sglang-duet therefore captures, for each
+decode size S_d kept in the menu, one SGLang `DecodeCudaGraphRunner` (all of SGLang's capture
+batch sizes) on the decode stream of that split, each with an attention backend of its own: a
+backend keeps the per-batch-size state its graphs were captured with, so two runners cannot
+share one. The spatial decode of a plan with S_d replays the runner of S_d
+(`phases.PhaseRunners.decode`).
 
 Only green contexts: libsmctrl's masks are applied per stream at kernel launch, which a graph
 launch does not go through, so with libsmctrl the spatial decode runs eagerly (unverified on a
 GPU either way; `benchmark/gpu/check.sh` runs the graph checks).
 
 Cost: start-up time and graph memory grow with the number of sizes (one SGLang decode capture
-each), hence `--duet-decode-graph-sizes` keeps a few sizes spread over the menu and the policy
-chooses among those only.
+each), hence `--duet-decode-graph-sizes` keeps a few sizes spread over the menu (only those
+splits are created) and the policy chooses among those only; their memory is taken out of
+SGLang's static fraction before it sizes the KV cache (`reserve_for_partitions`).
 """
 
 from __future__ import annotations
