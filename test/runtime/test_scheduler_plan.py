@@ -147,3 +147,19 @@ class TestRanksAgree:
             tp_groups.require_same([("green-ctx", (16, 64)), ("none", ())], "the backend")
         msg = str(err.value)
         assert "rank 0: ('green-ctx', (16, 64))" in msg and "rank 1: ('none', ())" in msg
+
+
+def test_prefill_communicator_warm_up_runs_on_the_prefill_group(monkeypatch):
+    """The first collective of the prefill phase's communicator happens at start-up, with
+    SGLang's get_tp_group() routed to it (NCCL connects lazily)."""
+    import sglang.srt.distributed.parallel_state as ps
+    import torch
+
+    routed = []
+    calls = []
+    monkeypatch.setattr(ps, "set_pdmux_status", routed.append)
+    monkeypatch.setattr(ps, "get_tp_group",
+                        lambda: NS(all_reduce=lambda t: calls.append((list(routed), t.numel()))))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    tp_groups.warm_up_prefill_group("cpu")
+    assert calls == [([True], 1)] and routed == [True, False]

@@ -61,7 +61,7 @@ def require_same(per_rank: Sequence[Any], what: str) -> None:
 def warm_up_prefill_group(device: Any) -> float:
     """One all-reduce on the prefill phase's communicator; returns its seconds."""
     import torch
-    from sglang.srt.distributed import get_tp_group
+    from sglang.srt.distributed.parallel_state import get_tp_group
 
     t0 = time.perf_counter()
     with patches.prefill_tp_group(True):
