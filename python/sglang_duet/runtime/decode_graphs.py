@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sglang_duet.runtime import patches
 
@@ -51,23 +51,35 @@ def spread(sizes: Sequence[int], n: int) -> tuple[int, ...]:
     return tuple(sorted({sizes[round(i * step)] for i in range(n)}))
 
 
-def graphs_wanted(backend: str, cuda_graphs: bool, n: int) -> tuple[bool, str]:
+class Wanted(NamedTuple):
+    """Whether to capture decode graphs per partition, and why (for the start-up log)."""
+
+    want: bool
+    why: str
+
+
+class Captured(NamedTuple):
+    """{S_d: SGLang decode graph runner} and {S_d: the attention backend it captured with}."""
+
+    runners: dict[int, Any]
+    backends: dict[int, Any]
+
+
+def graphs_wanted(backend: str, cuda_graphs: bool, n: int) -> Wanted:
     """Whether to capture decode graphs per partition, and why (for the start-up log)."""
     if n <= 0:
-        return False, "--duet-decode-graph-sizes 0: spatial decode runs eagerly"
+        return Wanted(False, "--duet-decode-graph-sizes 0: spatial decode runs eagerly")
     if not cuda_graphs:
-        return False, "SGLang runs decode without CUDA graphs here"
+        return Wanted(False, "SGLang runs decode without CUDA graphs here")
     if backend not in GRAPH_BACKENDS:
-        return False, f"partition backend {backend}: graphs would not keep to the partition"
-    return True, f"decode graphs for {n} partition sizes"
+        return Wanted(False, f"partition backend {backend}: graphs would not keep to the partition")
+    return Wanted(True, f"decode graphs for {n} partition sizes")
 
 
-def capture(
-    model_runner: Any, partitions: Any, sizes: Sequence[int]
-) -> tuple[dict[int, Any], dict[int, Any]]:
+def capture(model_runner: Any, partitions: Any, sizes: Sequence[int]) -> Captured:
     """Captures one decode graph runner per size on that split's decode stream.
 
-    Returns ({S_d: runner}, {S_d: attention backend}). Runs on every TP rank in the same order
+    Runs on every TP rank in the same order
     (SGLang's capture synchronises the ranks per batch size). SGLang's side streams (KV pool,
     model helpers) are off during each capture: they belong to the primary context.
     """
@@ -93,7 +105,7 @@ def capture(
     if sizes:
         logger.info("duet: %d partition decode captures took %.1fs in all", len(sizes),
                     time.perf_counter() - start)
-    return runners, backends
+    return Captured(runners, backends)
 
 
 # ---- start-up memory --------------------------------------------------------------------------
