@@ -211,9 +211,16 @@ class TestStartupMemory:
     def server_args(self, backend="fa3", fraction=0.85, max_bs=256, no_graphs=False):
         from types import SimpleNamespace as NS
 
-        return NS(attention_backend=backend, prefill_attention_backend=None,
-                  mem_fraction_static=fraction, disable_cuda_graph=no_graphs,
-                  cuda_graph_config=NS(decode=NS(max_bs=max_bs)))
+        sa = NS(attention_backend=backend, prefill_attention_backend=None,
+                mem_fraction_static=fraction, disable_cuda_graph=no_graphs,
+                cuda_graph_config=NS(decode=NS(max_bs=max_bs)), overrides=[])
+
+        def override(source, **fields):  # SGLang's only way to change resolved args
+            sa.overrides.append(source)
+            sa.__dict__.update(fields)
+
+        sa.override = override
+        return sa
 
     def test_six_captures_of_256_on_an_h200(self):
         from sglang_duet.args import DuetArgs
@@ -223,6 +230,7 @@ class TestStartupMemory:
         got = decode_graphs.reserve_for_partitions(sa, DuetArgs(decode_graph_sizes=6), total)
         assert got == 6 * 256 * 2 * decode_graphs.MIB  # 3 GiB
         assert sa.mem_fraction_static == round(0.85 - 3 / 141, 4)
+        assert sa.overrides == ["sglang-duet partition reserve"]
 
     def test_flashinfer_adds_the_prefill_workspace(self):
         from sglang.srt.environ import envs
@@ -244,6 +252,19 @@ class TestStartupMemory:
     def test_too_little_left_is_a_clear_error(self):
         with pytest.raises(ValueError, match="--duet-decode-graph-sizes"):
             decode_graphs.lowered_fraction(0.06, 1 << 30, 40 << 30)
+
+    def test_resolved_server_args_change_only_through_override(self):
+        """A bare assignment to resolved ServerArgs raises in SGLang 0.5.17; override() is the
+        one way, and run_scheduler_process publishes the args after the reserve is taken."""
+        import inspect
+
+        import sglang.srt.managers.scheduler as sched_mod
+        from sglang.srt.server_args import ServerArgs
+
+        assert inspect.signature(ServerArgs.override).parameters.keys() >= {"source", "fields"}
+        assert "read-only" in inspect.getsource(ServerArgs.__setattr__)
+        body = inspect.getsource(sched_mod.run_scheduler_process)
+        assert 'publish(server_args, role="scheduler")' in body
 
     def test_sglang_reserves_max_bs_times_two_per_decode_capture(self):
         """Pins the SGLang estimate the reserve copies (ServerArgs.reserve_for_graph_mb)."""

@@ -156,7 +156,10 @@ def reserve_for_partitions(server_args: Any, duet: Any, device_bytes: int) -> in
     reserve = reserve_bytes(n, max_bs, workspace)
     if reserve and server_args.mem_fraction_static:
         before = server_args.mem_fraction_static
-        server_args.mem_fraction_static = lowered_fraction(before, reserve, device_bytes)
+        after = lowered_fraction(before, reserve, device_bytes)
+        # Resolved ServerArgs are read-only except through override() (SGLang publishes them to
+        # its runtime context in run_scheduler_process, after this).
+        server_args.override("sglang-duet partition reserve", mem_fraction_static=after)
         logger.info(
             "duet: mem_fraction_static %.4f -> %.4f: %.0f MiB kept for %d partition decode "
             "graph pools (max_bs %d) and a %.0f MiB spatial prefill workspace", before,
