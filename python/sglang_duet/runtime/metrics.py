@@ -45,7 +45,8 @@ class DuetMetrics:
         if plan.mode == "spatial":
             self.spatial_decode_steps += decode_steps
         if self._plan_log is not None:
-            self._plan_log.write(json.dumps(plan.to_dict(), sort_keys=True) + "\n")
+            self._plan_log.write(json.dumps(plan_log_line(plan, measured_s, decode_steps, limited),
+                                            sort_keys=True) + "\n")
         miss = plan.mode != "idle" and plan.predicted_tbt_s > tbt_slo_s and bool(plan.decode_rids)
         self.slo_misses += miss
         if self._prom is not None:
@@ -70,6 +71,14 @@ class DuetMetrics:
                     sort_keys=True,
                 ),
             )
+
+
+def plan_log_line(plan: BatchPlan, measured_s: float, decode_steps: int, limited: str) -> dict:
+    """One plan-log record: the plan as executed plus what was measured, so predicted and
+    measured iteration times can be compared offline (`measured_s` is the host wall time of
+    the iteration, seconds; `decode_steps` the look-ahead steps the spatial decode ran)."""
+    return {**plan.to_dict(), "measured_s": measured_s, "decode_steps": decode_steps,
+            "lookahead_limited": limited}
 
 
 class _Prometheus:
