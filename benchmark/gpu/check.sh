@@ -84,9 +84,7 @@ run_step partition_report 90 1 "$PY" -m sglang_duet.partition --build
 # tests of the kernel and partition packages against the real driver.
 run_step phases_gpu 60 1 "$PY" -m pytest -q -rA -s -p no:cacheprovider \
   test/runtime/test_phases_gpu.py
-run_step gpu_tests 240 1 "$PY" -m pytest -q -rA -p no:cacheprovider \
-  test/partition/test_green_ctx_gpu.py test/partition/test_libsmctrl_gpu.py test/kernel \
-  test/partition
+run_step gpu_tests 240 1 "$PY" -m pytest -q -rA -p no:cacheprovider test/kernel test/partition
 
 run_step sm_scaling 240 1 "$PY" -m benchmark.partition.sm_scaling --out "$OUT_DIR"
 
