@@ -71,8 +71,8 @@ def test_concurrent_totals_equal_predict_concurrent(make_lm, ctx, pre, model, hw
     for i, (a, b) in enumerate(zip(sd, sp, strict=True)):
         d, p = lm.predict_concurrent(dec, pb, a, b)
         assert (t_d[i], t_p[i]) == (d.total_s, p.total_s)
-        assert tab.decode_alone_s[i] == lm.predict(dec, a).total_s
-        assert tab.prefill_alone_s[i] == lm.predict(pb, b).total_s
+        assert tab.decode_alone_s[i] == lm.predict(dec, a, host="lookahead").total_s
+        assert tab.prefill_alone_s[i] == lm.predict(pb, b, host="spatial").total_s
 
 
 @SETTINGS
@@ -150,7 +150,7 @@ def test_reduction_order_matches_the_scalar_loop():
     rng = np.random.default_rng(0)
     for width in (1, 2, 3, 7, 8, 9, 64, 65, 130):
         m = rng.random((11, width)) * 10.0 ** rng.integers(-12, 12, (11, width))
-        from sglang_duet.latency.vector import _row_sum
+        from sglang_duet.latency.fast import row_sum as _row_sum
 
         acc = np.zeros(width)
         for row in m:

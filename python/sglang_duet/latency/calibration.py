@@ -43,7 +43,8 @@ class Calibration:
     attn_prefill_bw <= attn_decode_bw and attn_prefill_compute <= 2 * attn_decode_compute.
     - link 0.80: NCCL ring all-reduce bus bandwidth on NVLink reaches ~80% of the link rate.
     - allreduce_latency_s 10 us: NCCL small-message all-reduce latency within one NVLink node.
-    - iteration_overhead_s 0: the roofline has no launch or CPU cost; a fit may learn one.
+    - iteration_overhead_s, launch_layer_s, graph_replay_s, join_s: the host overhead
+      (`reference.host_seconds`); see `HOST_DEFAULTS` for the published figures behind them.
     - bw_knee / bw_hill None: keep the hardware profile's bandwidth curve.
     """
 
@@ -58,7 +59,10 @@ class Calibration:
     attn_decode_bw: float = 0.60
     link: float = 0.80
     allreduce_latency_s: float = 10e-6
-    iteration_overhead_s: float = 0.0
+    iteration_overhead_s: float = 0.0  # CPU per scheduled pass: schedule, sample, sync
+    launch_layer_s: float = 0.0  # eager kernel launches of one layer
+    graph_replay_s: float = 0.0  # one CUDA-graph replay (a decode pass)
+    join_s: float = 0.0  # fork/join of the two phases' streams in a spatial iteration
     bw_knee: float | None = None
     bw_hill: float | None = None
     # provenance of a fitted calibration (informational)
@@ -72,7 +76,8 @@ class Calibration:
             v = getattr(self, key)
             if not (0.0 < v <= 2.0):
                 raise ValueError(f"calibration {self.name!r}: {key}={v} outside (0, 2]")
-        if self.allreduce_latency_s < 0 or self.iteration_overhead_s < 0:
+        if min(self.allreduce_latency_s, self.iteration_overhead_s, self.launch_layer_s,
+               self.graph_replay_s, self.join_s) < 0:
             raise ValueError(f"calibration {self.name!r}: latencies must be >= 0")
         if (self.bw_knee is None) != (self.bw_hill is None):
             raise ValueError("bw_knee and bw_hill go together")

@@ -14,10 +14,10 @@ import numpy as np
 
 from .batch import Batch
 from .calibration import Calibration
-from .explain import format_table
 from .hardware import HARDWARE, get_hardware
 from .model import MODELS
 from .predictor import LatencyModel
+from .reference import format_table
 
 _PREFILL = re.compile(r"^(\d+)(?:@(\d+))?$")
 _DECODE = re.compile(r"^(\d+)x(\d+)$")

@@ -47,14 +47,14 @@ def _solve(feat: Features, inv_g: np.ndarray, x0: np.ndarray, fit_overhead: bool
         col = np.where(on_compute, 2 * feat.cls, 2 * feat.cls + 1)
         val = np.where(on_compute, feat.u_f, u_b)
         a = np.bincount(feat.row * k + col, weights=val, minlength=n * k).reshape(n, k)
-        a[:, N_INV - 1] = feat.link
-        a[:, N_INV] = feat.n_ar
-        a[:, N_INV + 1] = 1.0
+        a[:, N_INV - 1:] = feat.fixed
         a /= y[:, None]  # relative error
         contrib = np.abs(a * x[None, :]).max(axis=0)
         free = contrib > _EXCITED
         free[N_INV] = False  # all-reduce latency: collinear with the overhead; keep the prior
-        free[N_INV + 1] = fit_overhead
+        free[N_INV + 1] = fit_overhead  # per-iteration host seconds
+        free[N_INV + 2] = fit_overhead and bool(feat.fixed[:, 3].any())  # eager launch per layer
+        free[N_INV + 3] = False  # graph replay: collinear with the iteration cost; the prior
         x = _bounded_lstsq(a, np.ones(n), x, free)
         if prev is not None and np.array_equal(prev, on_compute):
             break
@@ -66,8 +66,9 @@ def _solve(feat: Features, inv_g: np.ndarray, x0: np.ndarray, fit_overhead: bool
 def _bounded_lstsq(a: np.ndarray, rhs: np.ndarray, x: np.ndarray, free: np.ndarray) -> np.ndarray:
     """Least squares over the free columns; a value that leaves its bounds is pinned there."""
     x = x.copy()
-    lo = np.array([_INV_BOUNDS[0]] * N_INV + [0.0, 0.0])
-    hi = np.array([_INV_BOUNDS[1]] * N_INV + [math.inf, math.inf])
+    n_sec = len(PARAMS) - N_INV
+    lo = np.array([_INV_BOUNDS[0]] * N_INV + [0.0] * n_sec)
+    hi = np.array([_INV_BOUNDS[1]] * N_INV + [math.inf] * n_sec)
     free = free.copy()
     for _ in range(len(x)):
         if not free.any():
@@ -119,8 +120,7 @@ def fit_efficiencies(
         _, x = loss_at(knee, hill)
         curve = {"bw_knee": prior.bw_knee, "bw_hill": prior.bw_hill}
     values = {p: float(1.0 / x[i]) for i, p in enumerate(PARAMS[:N_INV])}
-    values["allreduce_latency_s"] = float(x[N_INV])
-    values["iteration_overhead_s"] = float(x[N_INV + 1])
+    values.update({p: float(x[i]) for i, p in enumerate(PARAMS) if i >= N_INV})
     return replace(prior, name=name, hardware=hw.name, n_samples=len(samples), **values, **curve)
 
 
