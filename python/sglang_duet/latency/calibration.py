@@ -60,6 +60,8 @@ class Calibration:
       extra).
     - join_s 20 us: a spatial iteration's fork and join of two streams (event record and wait
       on each side, a few launch latencies).
+    - request_overhead_s 0: CPU work per sampled token (sampling, stop check, detokenize); no
+      published per-request figure was found, so only a fit sets it.
     - bw_knee / bw_hill None: keep the hardware profile's bandwidth curve.
     """
 
@@ -78,6 +80,7 @@ class Calibration:
     launch_layer_s: float = 100e-6  # eager kernel launches of one layer
     graph_replay_s: float = 20e-6  # one CUDA-graph replay (a decode pass)
     join_s: float = 20e-6  # fork/join of the two phases' streams in a spatial iteration
+    request_overhead_s: float = 0.0  # CPU per sampling row and pass: sample, stop, detokenize
     bw_knee: float | None = None
     bw_hill: float | None = None
     # provenance of a fitted calibration (informational)
@@ -92,7 +95,7 @@ class Calibration:
             if not (0.0 < v <= 2.0):
                 raise ValueError(f"calibration {self.name!r}: {key}={v} outside (0, 2]")
         if min(self.allreduce_latency_s, self.iteration_overhead_s, self.launch_layer_s,
-               self.graph_replay_s, self.join_s) < 0:
+               self.graph_replay_s, self.join_s, self.request_overhead_s) < 0:
             raise ValueError(f"calibration {self.name!r}: latencies must be >= 0")
         if (self.bw_knee is None) != (self.bw_hill is None):
             raise ValueError("bw_knee and bw_hill go together")

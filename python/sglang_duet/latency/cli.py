@@ -106,15 +106,30 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _published_samples(path: str, gpus: str | None) -> list:
+    from .published import read_published, usable
+
+    rows = usable(read_published(path), tuple(gpus.split(",")) if gpus else None)
+    if not rows:
+        raise UsageError(f"no usable rows in {path} for --gpus {gpus}")
+    return [r.sample() for r in rows]
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .fit import calibrate
+    from .fit import calibrate, calibrate_kfold
     from .samples import read_samples
 
+    if (args.samples is None) == (args.published is None):
+        raise UsageError("give exactly one of --samples CSV or --published CSV")
     try:
-        samples = read_samples(args.samples)
+        samples = (read_samples(args.samples) if args.samples
+                   else _published_samples(args.published, args.gpus))
         prior = Calibration.load(args.prior) if args.prior else None
         name = args.name or Path(args.out).stem
-        result = calibrate(samples, prior, name=name, holdout_every=args.holdout_every)
+        if args.kfold:
+            result = calibrate_kfold(samples, args.kfold, prior, name=name)
+        else:
+            result = calibrate(samples, prior, name=name, holdout_every=args.holdout_every)
     except (ValueError, OSError) as e:
         raise UsageError(str(e).splitlines()[0]) from None
     result.calibration.save(args.out)
@@ -150,7 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(func=cmd_explain)
     c = sub.add_parser("calibrate", help="fit efficiency factors to measured samples")
-    c.add_argument("--samples", required=True, help="CSV (see sglang_duet.latency.samples)")
+    c.add_argument("--samples", default=None, help="CSV (see sglang_duet.latency.samples)")
+    c.add_argument("--published", default=None,
+                   help="published-measurements CSV (see sglang_duet.latency.published)")
+    c.add_argument("--gpus", default=None, help="with --published: comma-separated GPUs to "
+                   "fit (default: every usable row)")
+    c.add_argument("--kfold", type=int, default=0,
+                   help="report the held-out error of K folds (and fit on every row)")
     c.add_argument("--out", required=True, help="calibration JSON to write")
     c.add_argument("--name", default=None, help="calibration name (default: --out's stem)")
     c.add_argument("--prior", default=None, help="starting calibration (name or path)")

@@ -4,7 +4,8 @@ Every sample's prediction is ``sum_i max(uF_i * xc[k_i], uB_i / g(S) * xb[k_i]) 
 + n_ar * latency + host`` where (uF_i, uB_i) are the operator instances of
 `reference.iteration_work` timed at 100% efficiency on the whole device's bandwidth, k_i their
 class, x = 1 / efficiency, g the bandwidth curve, and host the `reference.host_seconds` of a
-scheduled pass: ``iteration + n_launch * launch_layer + n_replay * graph_replay``. A test keeps
+scheduled pass: ``iteration + n_launch * launch_layer + n_replay * graph_replay + rows *
+request``. A test keeps
 `Features.predict` equal to `LatencyModel.predict`.
 """
 
@@ -25,15 +26,17 @@ from .samples import Sample
 
 # Calibration parameters in design-matrix column order: two per class (inverse efficiencies),
 # the link's inverse efficiency, then seconds: all-reduce latency and the host terms.
-HOST = ("iteration_overhead_s", "launch_layer_s", "graph_replay_s")
+HOST = ("iteration_overhead_s", "launch_layer_s", "graph_replay_s", "request_overhead_s")
 PARAMS = tuple(f"{k}_{p}" for k in CLASSES for p in ("compute", "bw")) + (
     "link", "allreduce_latency_s", *HOST)
 N_INV = 2 * len(CLASSES) + 1  # parameters stored as 1 / efficiency
 _CLS = {k: i for i, k in enumerate(CLASSES)}
 
 
-def resolve_model(name: str, tp: int) -> ModelSpec:
-    """A built-in model name, or a path to a Hugging Face config / model directory."""
+def resolve_model(name: str | ModelSpec, tp: int) -> ModelSpec:
+    """A shape, a built-in model name, or a path to a Hugging Face config / model directory."""
+    if isinstance(name, ModelSpec):
+        return name.sharded(tp)
     if name in MODELS or not os.path.exists(name):
         return get_model(name, tp)
     return ModelSpec.from_hf_config(name, tp=tp)
@@ -50,7 +53,8 @@ class Features:
     cls: np.ndarray  # per instance: class index
     u_f: np.ndarray  # per instance: compute seconds at efficiency 1
     u_b: np.ndarray  # per instance: memory seconds at efficiency 1 and full-device bandwidth
-    fixed: np.ndarray  # per sample x (link s, all-reduces, 1, launched layers, graph replays)
+    fixed: np.ndarray  # per sample: link s, all-reduces, CPU iterations, eager layers, graph
+    # replays, sampling rows
 
     @property
     def n(self) -> int:
@@ -72,13 +76,16 @@ class Features:
 
 
 def build_features(samples: Sequence[Sample], seconds: np.ndarray | None = None) -> Features:
-    """Flatten samples (all on one hardware) into operator instances."""
+    """Flatten samples into operator instances. Samples may come from several GPUs when each
+    ran on its whole device (the bandwidth curve is then not exercised)."""
     names = sorted({s.hardware for s in samples})
-    if len(names) != 1:
-        raise ValueError(f"samples must come from one hardware, got {', '.join(names)}")
-    hw = get_hardware(names[0])
+    if not names:
+        raise ValueError("no samples")
+    if len(names) > 1 and any(s.sms is not None for s in samples):
+        raise ValueError(f"partitioned samples must come from one hardware, got {names}")
     rows, cls, u_f, u_b, frac, fixed = [], [], [], [], [], []
     for i, s in enumerate(samples):
+        hw = get_hardware(s.hardware)
         m = resolve_model(s.model, s.tp)
         b = s.batch
         sms = hw.usable_sms(s.sms)
@@ -92,16 +99,16 @@ def build_features(samples: Sequence[Sample], seconds: np.ndarray | None = None)
         link = (L * 2 * allreduce_link_bytes(m, T) + logits_gather_link_bytes(m, n_rows))
         n_ar = 0 if m.tp == 1 else 2 * L + (1 if n_rows else 0)
         decode_only = b.n_decode == T
-        fixed.append((link / hw.link_bw, n_ar, 1.0, 0.0 if decode_only else L,
-                      1.0 if decode_only else 0.0))
+        fixed.append((link / hw.link_bw, n_ar, s.cpu_share, 0.0 if decode_only else L,
+                      1.0 if decode_only else 0.0, n_rows if s.cpu_share else 0))
     secs = np.array([s.seconds for s in samples]) if seconds is None else np.asarray(seconds)
     return Features(
-        hardware=hw,
+        hardware=get_hardware(names[0]),
         frac=np.array(frac),
         seconds=secs.astype(np.float64),
         row=np.concatenate(rows).astype(np.int64),
         cls=np.concatenate(cls).astype(np.int64),
         u_f=np.concatenate(u_f).astype(np.float64),
         u_b=np.concatenate(u_b).astype(np.float64),
-        fixed=np.array(fixed, dtype=np.float64).reshape(-1, 5),
+        fixed=np.array(fixed, dtype=np.float64).reshape(-1, 6),
     )

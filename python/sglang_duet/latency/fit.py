@@ -20,7 +20,7 @@ from .calibration import Calibration
 from .features import N_INV, PARAMS, Features, build_features
 from .samples import Sample
 
-_INV_BOUNDS = (0.5, 100.0)  # efficiencies between 1% and 200% of the roofline
+_INV_BOUNDS = (1.0, 100.0)  # efficiencies between 1% and 100% of the datasheet peak
 _EXCITED = 0.01
 
 
@@ -35,7 +35,7 @@ class FitResult:
 
 
 def _solve(feat: Features, inv_g: np.ndarray, x0: np.ndarray, fit_overhead: bool,
-           iters: int = 40) -> tuple[np.ndarray, float]:
+           pinned: np.ndarray, iters: int = 40) -> tuple[np.ndarray, float]:
     """Inner active-set iteration for a fixed bandwidth curve; returns (x, loss)."""
     x = x0.copy()
     n, k = feat.n, len(PARAMS)
@@ -55,6 +55,8 @@ def _solve(feat: Features, inv_g: np.ndarray, x0: np.ndarray, fit_overhead: bool
         free[N_INV + 1] = fit_overhead  # per-iteration host seconds
         free[N_INV + 2] = fit_overhead and bool(feat.fixed[:, 3].any())  # eager launch per layer
         free[N_INV + 3] = False  # graph replay: collinear with the iteration cost; the prior
+        free[N_INV + 4] = fit_overhead  # per sampling row
+        free[pinned] = False
         x = _bounded_lstsq(a, np.ones(n), x, free)
         if prev is not None and np.array_equal(prev, on_compute):
             break
@@ -91,9 +93,15 @@ def fit_efficiencies(
     fit_curve: bool | None = None,
     fit_overhead: bool = True,
     name: str = "fitted",
+    keep: tuple[str, ...] = (),
 ) -> Calibration:
     """Calibration fitted to `samples`. `fit_curve=None`: fit the bandwidth curve only when some
-    sample ran on a partition (fewer SMs than the device)."""
+    sample ran on a partition (fewer SMs than the device). `keep`: parameters (`PARAMS` names)
+    held at the prior, e.g. one the samples exercise outside the range they cover."""
+    unknown = sorted(set(keep) - set(PARAMS))
+    if unknown:
+        raise ValueError(f"unknown parameters {unknown}; accepted: {', '.join(PARAMS)}")
+    pinned = np.array([p in keep for p in PARAMS])
     prior = prior if prior is not None else Calibration()
     feat = build_features(samples)
     hw = feat.hardware
@@ -104,7 +112,7 @@ def fit_efficiencies(
     x0 = feat.to_vector(prior)
 
     def loss_at(kn: float, hl: float) -> tuple[float, np.ndarray]:
-        x, loss = _solve(feat, feat.curve(kn, hl), x0, fit_overhead)
+        x, loss = _solve(feat, feat.curve(kn, hl), x0, fit_overhead, pinned)
         return loss, x
 
     if fit_curve:
@@ -141,13 +149,35 @@ def _golden(f, lo: float, hi: float, iters: int = 24) -> float:
     return (a + b) / 2.0
 
 
-def relative_errors(samples: Sequence[Sample], cal: Calibration) -> np.ndarray:
-    """|predicted - measured| / measured per sample."""
+def predict_samples(samples: Sequence[Sample], cal: Calibration) -> np.ndarray:
+    """Per sample, the seconds `cal` predicts for it."""
     feat = build_features(samples)
     knee = cal.bw_knee if cal.bw_knee is not None else feat.hardware.bw_knee
     hill = cal.bw_hill if cal.bw_hill is not None else feat.hardware.bw_hill
-    pred = feat.predict(feat.to_vector(cal), feat.curve(knee, hill))
-    return np.abs(pred - feat.seconds) / feat.seconds
+    return feat.predict(feat.to_vector(cal), feat.curve(knee, hill))
+
+
+def relative_errors(samples: Sequence[Sample], cal: Calibration) -> np.ndarray:
+    """|predicted - measured| / measured per sample."""
+    measured = np.array([s.seconds for s in samples])
+    return np.abs(predict_samples(samples, cal) - measured) / measured
+
+
+def kfold_predictions(samples: Sequence[Sample], k: int, prior: Calibration | None = None,
+                      seed: int = 0, keep: tuple[str, ...] = ()) -> np.ndarray:
+    """Per sample, what a calibration fitted on the other folds predicts for it (k folds of a
+    seeded shuffle): every figure is out of sample."""
+    n = len(samples)
+    if not 2 <= k <= n:
+        raise ValueError(f"k-fold needs 2 <= k <= {n} samples, got k={k}")
+    folds = np.array_split(np.random.default_rng(seed).permutation(n), k)
+    pred = np.empty(n)
+    for fold in folds:
+        held = set(fold.tolist())
+        cal = fit_efficiencies([s for i, s in enumerate(samples) if i not in held], prior,
+                               keep=keep)
+        pred[fold] = predict_samples([samples[i] for i in fold], cal)
+    return pred
 
 
 def split_samples(samples: Sequence[Sample], holdout_every: int = 5
@@ -174,3 +204,16 @@ def calibrate(samples: Sequence[Sample], prior: Calibration | None = None, name:
         mape, p90 = float(err.mean()), float(np.percentile(err, 90))
     cal = replace(cal, heldout_mape=mape, heldout_p90=p90, n_samples=len(train))
     return FitResult(cal, float(train_err.mean()), mape, p90, len(train), len(test))
+
+
+def calibrate_kfold(samples: Sequence[Sample], k: int, prior: Calibration | None = None,
+                    name: str = "fitted", seed: int = 0, keep: tuple[str, ...] = ()
+                    ) -> FitResult:
+    """Fit on every sample; the held-out errors come from `kfold_predictions`."""
+    cal = fit_efficiencies(samples, prior, name=name, keep=keep)
+    measured = np.array([s.seconds for s in samples])
+    err = np.abs(kfold_predictions(samples, k, prior, seed, keep) - measured) / measured
+    mape, p90 = float(err.mean()), float(np.percentile(err, 90))
+    cal = replace(cal, heldout_mape=mape, heldout_p90=p90)
+    return FitResult(cal, float(relative_errors(samples, cal).mean()), mape, p90, len(samples),
+                     len(samples))

@@ -72,17 +72,21 @@ class LatencyModel:
         self.memo_key = object()  # this model's slot in Batch.memo / KernelRows.memo
         self._max_bw_eff = max(cal.efficiency(k)[1] for k in ("gemm", "elementwise",
                                                                 "attn_prefill", "attn_decode"))
-        self._host = {(d, k): reference.host_seconds(model, cal, d, k)
-                      for d in (False, True) for k in ("scheduled", "lookahead", "spatial")}
+        self._host = {(d, k): reference.host_fixed(model, cal, d, k)
+                      for d in (False, True) for k in reference.HOST_KINDS}
+        self._host_row = {k: reference.host_per_row(cal, k) for k in reference.HOST_KINDS}
 
     # --- shared terms ------------------------------------------------------------------------
     def link_seconds(self, tokens: int, rows: int) -> tuple[float, float]:
         """(all-reduce seconds per layer, logits-gather seconds) of a batch; 0 without TP."""
         return reference.link_seconds(self.model, self.hardware, self.calibration, tokens, rows)
 
-    def host_seconds(self, decode_only: bool, kind: str = "scheduled") -> float:
-        """Host overhead of one pass (`reference.host_seconds`)."""
-        return self._host[decode_only, kind]
+    def host_seconds(self, decode_only: bool, kind: str = "scheduled", rows: int = 0) -> float:
+        """Host overhead of one pass with `rows` sampling rows (`reference.host_seconds`)."""
+        if kind not in self._host_row:
+            raise ValueError(f"unknown host kind {kind!r}; accepted: "
+                             f"{', '.join(reference.HOST_KINDS)}")
+        return self._host[decode_only, kind] + rows * self._host_row[kind]
 
     def _rates_for(self, sms: int | None) -> Rates:
         key = self.hardware.usable_sms(sms)
@@ -104,13 +108,17 @@ class LatencyModel:
         return tab
 
     def _host_of(self, p: Prepared, kind: str) -> float:
-        return self._host[not p.pre.n, kind] if p.tokens else 0.0
+        if not p.tokens:
+            return 0.0
+        return self._host[not p.pre.n, kind] + p.rows * self._host_row[kind]
 
     # --- prediction --------------------------------------------------------------------------
     def predict(self, batch: BatchLike, sms: int | None = None, host: str = "scheduled"
                 ) -> Breakdown:
         """Latency of one iteration of `batch` on `sms` SMs (None: all); `host`: which host
         overhead the pass pays (`reference.host_seconds`; default a CPU-scheduled pass)."""
+        if host not in self._host_row:
+            self.host_seconds(True, host)  # raises, naming the kinds
         return self._predict(Prepared.of(self, as_batch(batch)), sms, host)
 
     def predict_union(self, a: BatchLike, b: BatchLike, sms: int | None = None) -> Breakdown:
@@ -135,7 +143,10 @@ class LatencyModel:
                           host: str = "scheduled") -> Breakdown:
         """`predict` computed by `reference.predict` (slow; what the fast path must equal)."""
         b = as_batch(batch)
-        host_s = self._host[b.n_decode == b.tokens, host] if b.tokens else 0.0
+        host_s = 0.0
+        if b.tokens:
+            host_s = reference.host_seconds(self.model, self.calibration, b.n_decode == b.tokens,
+                                            host, b.n_sample)
         return reference.predict(self.hardware, self.model, self.calibration, b, sms, host_s)
 
     def predict_concurrent(self, decode_batch: BatchLike, prefill_batch: BatchLike,

@@ -154,18 +154,21 @@ def format_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def host_seconds(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str = "scheduled"
-                 ) -> float:
-    """Host seconds of one forward pass (see `Calibration` for the figures behind each term).
+def host_seconds(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str = "scheduled",
+                 rows: int = 0) -> float:
+    """Host seconds of one forward pass with `rows` sampling rows (see `Calibration` for the
+    figures behind each term): ``host_fixed + rows * host_per_row``."""
+    return host_fixed(m, cal, decode_only, kind) + rows * host_per_row(cal, kind)
 
-    kind "scheduled": a pass the CPU scheduler runs (SGLang's loop, pdmux's decode steps): the
-    per-iteration CPU cost (schedule, prepare inputs, sample, sync) plus launching the pass:
+
+def host_fixed(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str) -> float:
+    """kind "scheduled": a pass the CPU scheduler runs (SGLang's loop, pdmux's decode steps):
+    the per-iteration CPU cost (schedule, prepare inputs, sample, sync) plus launching the pass:
     one CUDA-graph replay for a decode-only batch, ``layers`` layers of eager launches
     otherwise. "lookahead": one of duet's k back-to-back decode steps on its partition: a graph
     replay only (no CPU round trip in between). "spatial": the prefill side of a spatial
     iteration, which also carries the iteration's once-costs: the CPU iteration, the eager
-    prefill launches and the join of the two phases' streams.
-    """
+    prefill launches and the join of the two phases' streams."""
     launch = cal.graph_replay_s if decode_only else m.num_layers * cal.launch_layer_s
     if kind == "scheduled":
         return cal.iteration_overhead_s + launch
@@ -173,4 +176,13 @@ def host_seconds(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str = 
         return cal.graph_replay_s
     if kind == "spatial":
         return cal.iteration_overhead_s + launch + cal.join_s
-    raise ValueError(f"unknown host kind {kind!r}; accepted: scheduled, lookahead, spatial")
+    raise ValueError(f"unknown host kind {kind!r}; accepted: {', '.join(HOST_KINDS)}")
+
+
+def host_per_row(cal: Calibration, kind: str) -> float:
+    """CPU seconds per sampling row (sample, stop check, detokenize): every pass pays it per
+    token it produces, a look-ahead step as well."""
+    return cal.request_overhead_s
+
+
+HOST_KINDS = ("scheduled", "lookahead", "spatial")
