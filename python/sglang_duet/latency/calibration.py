@@ -13,6 +13,8 @@ CALIBRATION_DIR = Path(__file__).resolve().parent / "calibrations"
 # Operator classes; each has a compute efficiency (fraction of `HardwareSpec.compute(S)`) and a
 # bandwidth efficiency (fraction of `HardwareSpec.bandwidth(S)`).
 CLASSES = ("gemm", "elementwise", "attn_prefill", "attn_decode")
+HOST_FIELDS = ("iteration_overhead_s", "launch_layer_s", "graph_replay_s", "join_s",
+               "request_overhead_s")
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,11 @@ class Calibration:
 
     def with_values(self, **kwargs: Any) -> Calibration:
         return replace(self, **kwargs)
+
+    def without_host(self) -> Calibration:
+        """The same device model with no host overhead: for kernels timed on their own streams
+        (microbenchmarks), where no serving loop runs."""
+        return replace(self, **dict.fromkeys(HOST_FIELDS, 0.0))
 
     # --- persistence ---------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
