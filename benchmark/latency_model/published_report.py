@@ -115,14 +115,13 @@ def plot(rows: Sequence[PublishedRow], pred: dict[str, np.ndarray], path) -> Non
     x = np.geomspace(lo, hi, 50)
     ax.plot(x, x, "k-", lw=0.8)
     ax.fill_between(x, x * 0.75, x * 1.25, color="0.9", label="±25%")
-    marks = {"roofline": "x", "uncalibrated": "s", "calibrated": "o"}
+    colors = {"roofline": "tab:gray", "uncalibrated": "tab:blue", "calibrated": "tab:red"}
     for name, p in pred.items():
-        for phase, fill in (("decode", True), ("prefill", False)):
+        for phase, marker in (("decode", "o"), ("prefill", "^")):
             m = np.array([r.phase == phase for r in rows])
             if m.any():
-                ax.scatter(meas[m], p[m] * 1e3, marker=marks[name], s=28,
-                           facecolors=None if fill or marks[name] == "x" else "none",
-                           label=f"{name} ({phase})")
+                ax.scatter(meas[m], p[m] * 1e3, marker=marker, s=30, color=colors[name],
+                           alpha=0.8, label=f"{name} ({phase})")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
