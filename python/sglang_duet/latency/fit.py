@@ -66,24 +66,17 @@ def _solve(feat: Features, inv_g: np.ndarray, x0: np.ndarray, fit_overhead: bool
 
 
 def _bounded_lstsq(a: np.ndarray, rhs: np.ndarray, x: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Least squares over the free columns; a value that leaves its bounds is pinned there."""
+    """Least squares over the free columns within the parameters' bounds (scipy's BVLS)."""
+    from scipy.optimize import lsq_linear
+
     x = x.copy()
+    if not free.any():
+        return x
     n_sec = len(PARAMS) - N_INV
-    lo = np.array([_INV_BOUNDS[0]] * N_INV + [0.0] * n_sec)
-    hi = np.array([_INV_BOUNDS[1]] * N_INV + [math.inf] * n_sec)
-    free = free.copy()
-    for _ in range(len(x)):
-        if not free.any():
-            return x
-        r = rhs - a[:, ~free] @ x[~free]
-        sol, *_ = np.linalg.lstsq(a[:, free], r, rcond=None)
-        idx = np.flatnonzero(free)
-        clipped = np.clip(sol, lo[idx], hi[idx])
-        x[idx] = clipped
-        out = clipped != sol
-        if not out.any():
-            return x
-        free[idx[out]] = False
+    lo = np.array([_INV_BOUNDS[0]] * N_INV + [0.0] * n_sec)[free]
+    hi = np.array([_INV_BOUNDS[1]] * N_INV + [math.inf] * n_sec)[free]
+    r = rhs - a[:, ~free] @ x[~free]
+    x[free] = lsq_linear(a[:, free], r, bounds=(lo, hi), method="bvls").x
     return x
 
 
@@ -191,12 +184,12 @@ def split_samples(samples: Sequence[Sample], holdout_every: int = 5
 
 
 def calibrate(samples: Sequence[Sample], prior: Calibration | None = None, name: str = "fitted",
-              holdout_every: int = 5) -> FitResult:
+              holdout_every: int = 5, keep: tuple[str, ...] = ()) -> FitResult:
     """Fit on the training rows, report errors on the held-out rows."""
     train, test = split_samples(samples, holdout_every)
     if not train:
         raise ValueError("no training samples")
-    cal = fit_efficiencies(train, prior, name=name)
+    cal = fit_efficiencies(train, prior, name=name, keep=keep)
     train_err = relative_errors(train, cal)
     mape = p90 = None
     if test:

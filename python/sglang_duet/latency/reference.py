@@ -131,7 +131,7 @@ def explain(hw: HardwareSpec, m: ModelSpec, cal: Calibration, b: Batch, sms: int
     if gather:
         out.append(_row("logits_gather", "comm", 1, 0.0, 0.0, gather))
     if host_s:
-        out.append(_row("host", "host", 1, 0.0, 0.0, host_s))
+        out.append({**_row("host", "host", 1, 0.0, 0.0, host_s), "bound": "cpu"})
     return out
 
 
