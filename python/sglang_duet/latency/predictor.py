@@ -68,7 +68,6 @@ class LatencyModel:
         )  # fmt: skip
         self._rates: dict[int, Rates] = {}
         self._tables: dict[tuple[int, ...], SmTable] = {}
-        self._last: list[tuple[Sequence[int], SmTable]] = []  # the caller's own tuples
         self.memo_key = object()  # this model's slot in Batch.memo / KernelRows.memo
         self._max_bw_eff = max(cal.efficiency(k)[1] for k in ("gemm", "elementwise",
                                                                 "attn_prefill", "attn_decode"))
@@ -96,15 +95,10 @@ class LatencyModel:
         return rates
 
     def _table(self, sms: Sequence[int]) -> SmTable:
-        for seq, tab in self._last:
-            if seq is sms:  # the caller's own tuple again: skip hashing
-                return tab
         key = tuple(sms)
         tab = self._tables.get(key)
         if tab is None:
             tab = self._tables[key] = SmTable([self._rates_for(s) for s in key], key)
-        if isinstance(sms, tuple):  # immutable: safe to recognise by identity
-            self._last = [(sms, tab), *self._last[:1]]
         return tab
 
     def _host_of(self, p: Prepared, kind: str) -> float:
