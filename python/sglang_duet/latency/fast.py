@@ -245,7 +245,7 @@ class Prepared:
         if rows:
             self.flops += c.head_f * rows
             self.nbytes += c.head_b * rows + c.head_w
-        self.comm, self.gather = lm.link_seconds(tokens, rows)
+        self.comm, self.gather = lm.link_seconds(tokens, rows) if lm.model.tp > 1 else (0.0, 0.0)
 
     @classmethod
     def of(cls, lm, b: Batch) -> Prepared:

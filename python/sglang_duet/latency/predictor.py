@@ -122,7 +122,8 @@ class LatencyModel:
     def _predict(self, p: Prepared, sms: int | None, kind: str) -> Breakdown:
         if p.tokens == 0:
             return ZERO
-        return p.predict(self._rates_for(sms), self.model.num_layers, self._host_of(p, kind))
+        host = self._host[not p.pre.n, kind] + p.rows * self._host_row[kind]  # = _host_of
+        return p.predict(self._rates_for(sms), self.model.num_layers, host)
 
     def predict_many(self, batch: BatchLike, sms: Sequence[int], host: str = "scheduled"
                      ) -> Breakdowns:
