@@ -162,8 +162,46 @@ def markdown(res: dict[str, object]) -> str:
     lines += ["", "Excluded rows:", ""]
     lines += [f"- {rid}: {why}" for rid, why in res["excluded"].items()]
     lines += ["", "Fitted profile:", "", "```json", res["profile_json"], "```", "",
-              f"Simulator default: {res['default_decision']}", ""]
-    return "\n".join(lines)
+              f"Simulator default: {res['default_decision']}", "", "Notes:", ""]
+    lines += [f"- {n}" for n in notes(res)]
+    return "\n".join(lines) + "\n"
+
+
+def notes(res: dict[str, object]) -> list[str]:
+    """What the tables do not say by themselves, with this run's figures."""
+    sc, prof = res["scores"], res["profile"]
+    rows = {r["id"]: r for r in res["rows"]}
+    out = [f"Every calibrated figure on a {'/'.join(FIT_GPUS)} row is held out "
+           f"({res['kfold']} folds); rows of other GPUs are predicted by the profile fitted on "
+           "all Hopper rows (a transfer, marked so)."]
+    if "prefill" in sc:
+        pre_gpus = sorted({r["gpu"] for r in res["rows"] if r["phase"] == "prefill"})
+        out.append(f"Prefill is scored on {sc['prefill']['n']} row(s), on {', '.join(pre_gpus)} "
+                   "only: the set has no single-iteration bf16 prefill value on H100/H200 (its "
+                   "README, gaps). The H100 prefill evidence is the checks: the DuetServe bound "
+                   "and the gs-11 chunk chain (the model is below that upper bound).")
+    h200 = [r for r in res["rows"] if r["gpu"] == "h200"]
+    if h200:
+        worst = max(h200, key=lambda r: r["calibrated_error"])
+        out.append(f"The model stays up to {worst['calibrated_error']:.0%} below the H200 rows "
+                   f"({', '.join(r['id'] for r in h200)}, vLLM offline nightly): their H100/H200 "
+                   "ratio "
+                   "(bk-03 vs bk-01) is about 1.2 against a 1.43 bandwidth ratio, i.e. more fixed "
+                   "per-step time in that engine build than the fitted "
+                   f"{prof['iteration_overhead_s'] * 1e3:.2f} ms per pass, which the other, "
+                   "server-level rows set.")
+    ratio = [c for c in res["checks"] if c["id"] == "duet-03" and c["model"] == "calibrated"]
+    if ratio and not all(c["holds"] for c in ratio):
+        out.append(f"The profile streams weights at gemm_bw={prof['gemm_bw']:.2f} of peak (the "
+                   "server rows cannot tell slow weight reads from per-step time that grows "
+                   "with them), so it does not reproduce DuetServe Fig. 1c's > 4x decode "
+                   f"slowdown from 1K to 32K context (device-time ratio {ratio[-1]['predicted']})"
+                   "; the priors do. No row of the set is a decode beyond ~1.5K context.")
+    if rows:
+        top = max(rows.values(), key=lambda r: r["calibrated_error"])
+        out.append(f"Worst calibrated row: {top['id']} ({top['calibrated_error']:.1%}); the "
+                   "target is 10% MAPE per phase and no row above 25%.")
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
