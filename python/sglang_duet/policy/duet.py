@@ -155,7 +155,10 @@ class DuetPolicy:
             # Decodes alone on the whole GPU bound every plan's TBT from below (fewer SMs and
             # contention only slow them down): when even that misses tau, skip the search.
             t_alone = self._predict_alone(dec)
-            if t_alone > tau and f_do <= min(f_d, f_agg):
+            # ... less the CPU round trip a scheduled step pays and a look-ahead step does not
+            gap = self.latency.host_seconds(True, "scheduled") - self.latency.host_seconds(
+                True, "lookahead")
+            if t_alone - gap * f_do > tau and f_do <= min(f_d, f_agg):
                 why = f"nothing meets tau={_ms(tau)}; decodes alone (smallest TBT), prefill waits"
                 return self._decode_only(rids, t_alone, why)
         lat = self.latency

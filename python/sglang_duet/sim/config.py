@@ -17,6 +17,9 @@ class SimConfig:
     policy: str = _f("duet", "policy name (see --policy choices), or 'all'")
     model: str = _f("qwen3-8b", "built-in model name")
     hardware: str = _f("h100-sxm", "built-in GPU profile")
+    calibration: str = _f("published-h100", "latency-model calibration: a name (published-h100: "
+                          "fitted to published H100/H200 measurements; default: the priors) or "
+                          "a JSON path")
     gpus: int = _f(2, "GPUs in the cluster")
     tp: int = _f(1, "tensor-parallel degree of one replica")
     qps: float | None = _f(None, "Poisson arrival rate (req/s); default: the trace's timestamps")

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sglang_duet.latency import LatencyModel, get_hardware, get_model
+from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_model
 from sglang_duet.policy import SmMenu
 
 from .arrivals import Workload
@@ -75,7 +75,7 @@ class Simulation:
         self.model = model
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9))
-        self.latency = LatencyModel(hw, model)
+        self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration))
         ctx = PlanContext(self.latency, SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc),
                           cfg.tbt_slo_ms / 1e3, cfg.token_budget, cfg.max_lookahead,
                           cfg.duet_mode)
