@@ -83,3 +83,15 @@ def test_dead_replica_is_skipped(ctx):
     r.observe([_load(0), _load(1, queued_tokens=50_000)], now=0.0)
     r.set_alive(0, False, "socket closed")
     assert r.pick(10).replica == 1
+
+
+def test_within_tau_the_soonest_first_token_wins():
+    """With a 512-token budget a mixed iteration stays within tau: the replica that would
+    prefill the request soonest gets it, even if it decodes more requests."""
+    lm = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"))
+    r = make_router("duet", 2, RouterContext(latency=lm, tbt_slo_s=0.1, token_budget=512))
+    r.observe([_load(0, running=16, context_tokens=16 * 1000),
+               _load(1, queued_tokens=3000)], now=0.0)
+    d = r.pick(1000)
+    assert d.replica == 0 and "<= tau" in d.reason
+    assert d.load_s < r.predicted_loads()[1]

@@ -56,6 +56,11 @@ class TestSglangRules:
         assert r.pick(50).replica == 2  # 1 now holds 150 tokens
         assert r.pick(10).replica == 0
 
+    def test_least_tokens_ties_on_requests(self):
+        r = make_router("least-tokens", 2)
+        r.observe([_load(0, running=3), _load(1, running=1)], now=0.0)
+        assert r.pick(0).replica == 1
+
     def test_refresh_is_throttled_like_sglang(self):
         r = make_router("least-tokens", 2, RouterContext(refresh_s=0.02))
         assert r.observe([_load(0, queued_tokens=0), _load(1, queued_tokens=500)], now=1.0)

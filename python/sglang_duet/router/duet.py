@@ -1,20 +1,24 @@
 """The duet router: send a request where its first token is predicted soonest without pushing
 that replica's decodes past tau.
 
-Per replica, from its last report (decoding requests n, their KV tokens, queued prompt tokens Q),
-the latency model predicts:
+Per replica, from its last report (n decoding requests holding K KV tokens, w queued requests
+with Q prompt tokens not yet computed), the latency model predicts:
 
-* t_mix: one iteration of a full prompt chunk (token budget B) with the n decodes. Prefill
-  progresses at rate = B / t_mix tokens per second under that decode load, so a new request of
-  p prompt tokens gets its first token after about (Q + p) / rate seconds (its *wait*, also the
-  replica's load figure: seconds of queued prefill work). The mode the replica is predicted to run
-  in is aggregated when t_mix <= tau, else spatial (DuetServe splits the SMs).
-* t_join: one decode step of the n + 1 requests once this one decodes there (its context added).
-  A replica where t_join > tau, or whose KV pool cannot hold the request, is a last resort.
+* t_mix: one mixed iteration, a full prompt chunk (token budget B) plus the n decodes. Prefill
+  progresses at rate = B / t_mix tokens per second under that decode load, so a new request of p
+  prompt tokens gets its first token after about wait = (Q + p) / rate seconds. Q / rate is the
+  replica's load figure (predicted seconds of queued prefill work).
+* t_future: the same iteration once the queued requests and this one decode there too:
+  t_mix + (w + 1) * per_request + (Q + p) * per_context_token, with both slopes predicted by the
+  model at the replica's mean context. t_future <= tau means the replica can keep every decode
+  within tau while it still runs aggregated mixed batches; above tau it has to split the SMs
+  (spatial), and its decodes' TBT is at risk.
 
-The predictions depend on n and the KV tokens only, so they are made once per report that
-changes them (at most every `refresh_s`), and a dispatch is arithmetic over the replicas. Ties on
-the wait, and replicas that have not reported yet, fall back to least queued tokens.
+Choice: replicas with KV room for the request first; among them, those with t_future <= tau by
+the smallest wait; when there is none, the smallest t_future (the least overloaded decode batch).
+Equal predictions, and replicas that have not reported yet, fall back to least queued tokens.
+The predictions depend on n and K only, so they are made once per report that changes them (at
+most every `refresh_s`); a dispatch is arithmetic over the replicas.
 """
 
 from __future__ import annotations
@@ -27,18 +31,18 @@ from .load import Decision
 __all__ = ["DuetRouter"]
 
 _PROBE_TOKENS = 1024  # context added to measure a decode step's cost per context token
-_TIE = 1e-9  # waits closer than this (seconds) are a tie
+_TIE = 1e-9  # predictions closer than this (seconds) are equal
 
 
 class _Costs:
-    """Predictions for one replica's decode state (seconds; rate in tokens/s)."""
+    """Predictions for one replica's decode state (seconds; rate in prompt tokens/s)."""
 
-    __slots__ = ("version", "rate", "aggregated", "join_s", "join_per_token_s", "mean_ctx")
+    __slots__ = ("version", "rate", "mix_s", "per_req_s", "per_token_s")
 
-    def __init__(self, version: int, rate: float, aggregated: bool, join_s: float,
-                 join_per_token_s: float, mean_ctx: float) -> None:
-        self.version, self.rate, self.aggregated = version, rate, aggregated
-        self.join_s, self.join_per_token_s, self.mean_ctx = join_s, join_per_token_s, mean_ctx
+    def __init__(self, version: int, rate: float, mix_s: float, per_req_s: float,
+                 per_token_s: float) -> None:
+        self.version, self.rate, self.mix_s = version, rate, mix_s
+        self.per_req_s, self.per_token_s = per_req_s, per_token_s
 
 
 class DuetRouter(Router):
@@ -58,58 +62,62 @@ class DuetRouter(Router):
         c = self._costs[v.idx]
         if c is not None and c.version == v.version:
             return c
-        lm, batch, tau = self.ctx.latency, self._batch, self.ctx.tbt_slo_s
+        lm, batch = self.ctx.latency, self._batch
         n = v.running
         mean = v.context_tokens // n if n else 0
-        decode = batch.decode(n, mean)
-        t_mix = lm.predict_union(decode, self._chunk).total_s  # type: ignore[union-attr]
-        join = lm.predict(batch.decode(n + 1, mean)).total_s  # type: ignore[union-attr]
-        probe = lm.predict(batch.decode(n + 1, mean + _PROBE_TOKENS)).total_s  # type: ignore
-        per_token = max(probe - join, 0.0) / (_PROBE_TOKENS * (n + 1))
-        c = _Costs(v.version, self.ctx.token_budget / t_mix, t_mix <= tau, join, per_token, mean)
+        mix = lm.predict_union(batch.decode(n, mean), self._chunk).total_s  # type: ignore
+        plus = lm.predict_union(batch.decode(n + 1, mean), self._chunk).total_s  # type: ignore
+        probe = lm.predict_union(  # type: ignore[union-attr]
+            batch.decode(n + 1, mean + _PROBE_TOKENS), self._chunk).total_s
+        per_token = max(probe - plus, 0.0) / (_PROBE_TOKENS * (n + 1))
+        per_req = max(plus - mix - per_token * mean, 0.0)
+        c = _Costs(v.version, self.ctx.token_budget / mix, mix, per_req, per_token)
         self._costs[v.idx] = c
         return c
 
     def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
         missing = [v.idx for v in alive if not v.reported]
         if missing:
-            v = min(alive, key=lambda v: (v.queued_tokens, v.idx))
+            v = min(alive, key=lambda v: (v.queued_tokens, v.running + v.waiting, v.idx))
             return Decision(v.idx, f"least queued tokens ({v.queued_tokens}); no load report "
                                    f"from replica(s) {missing}")
         tau = self.ctx.tbt_slo_s
         best = None
         for v in alive:
             c = self._predict(v)
-            wait = (v.queued_tokens + prompt_tokens) / c.rate
-            join = c.join_s + c.join_per_token_s * (prompt_tokens - c.mean_ctx)
+            queued = v.queued_tokens + prompt_tokens
+            wait = queued / c.rate
+            future = c.mix_s + (v.waiting + 1) * c.per_req_s + queued * c.per_token_s
             fits = not v.capacity_tokens or (
-                v.context_tokens + v.queued_tokens + prompt_tokens <= v.capacity_tokens)
-            key = (not (fits and join <= tau), wait, v.queued_tokens, v.idx)
+                v.context_tokens + queued <= v.capacity_tokens)
+            over = future > tau
+            key = (not fits, over, future if over else 0.0, wait, v.queued_tokens, v.idx)
             if best is None or _before(key, best[0]):
-                best = (key, v, c, join, fits)
+                best = (key, c, future, fits)
         assert best is not None
-        (over, wait, queued, idx), v, c, join, fits = best
-        mode = "aggregated" if c.aggregated else "spatial"
-        if not over:
-            why = f"first token in {wait * 1e3:.1f} ms ({mode}), decode {join * 1e3:.1f} ms"
-        elif not fits:
-            why = f"every replica short of KV or over tau; soonest first token {wait * 1e3:.1f} ms"
+        (short, over, _, wait, _, idx), c, future, fits = best
+        mode = "aggregated" if c.mix_s <= tau else "spatial"
+        if short:
+            why = f"no replica with KV room; first token in {wait * 1e3:.1f} ms"
+        elif not over:
+            why = f"first token in {wait * 1e3:.1f} ms, decode batch {future * 1e3:.1f} ms " \
+                  f"<= tau ({mode} now)"
         else:
-            why = f"every replica over tau; decode {join * 1e3:.1f} ms, first token " \
-                  f"{wait * 1e3:.1f} ms"
+            why = f"every replica over tau; least loaded decode batch {future * 1e3:.1f} ms " \
+                  f"({mode} now), first token in {wait * 1e3:.1f} ms"
         return Decision(idx, why, wait)
 
     def predicted_loads(self) -> list[float | None]:
-        out: list[float | None] = []
-        for v in self.views:
-            out.append(v.queued_tokens / self._predict(v).rate if v.reported else None)
-        return out
+        """Per replica, predicted seconds of queued prefill work (None before a report)."""
+        return [v.queued_tokens / self._predict(v).rate if v.reported else None
+                for v in self.views]
 
 
 def _before(a: tuple, b: tuple) -> bool:
-    """Key order with waits within _TIE treated as equal (then fewer queued tokens wins)."""
-    if a[0] != b[0]:
-        return a[0] < b[0]
-    if abs(a[1] - b[1]) > _TIE:
-        return a[1] < b[1]
-    return a[2:] < b[2:]
+    """Key order with predictions within _TIE treated as equal."""
+    if a[:2] != b[:2]:
+        return a[:2] < b[:2]
+    for i in (2, 3):
+        if abs(a[i] - b[i]) > _TIE:
+            return a[i] < b[i]
+    return a[4:] < b[4:]

@@ -29,13 +29,14 @@ class RoundRobinRouter(Router):
 
 
 class LeastTokensRouter(Router):
-    """Fewest prompt tokens queued for prefill (the duet router's fallback); ties: lowest
-    index."""
+    """Fewest prompt tokens queued for prefill (the duet router's fallback); ties: fewer
+    requests, then lowest index (without the request tie-break, idle replicas with empty queues
+    would all send to replica 0)."""
 
     name = "least-tokens"
 
     def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
-        v = min(alive, key=lambda v: (v.queued_tokens, v.idx))
+        v = min(alive, key=lambda v: (v.queued_tokens, v.running + v.waiting, v.idx))
         return Decision(v.idx, f"least queued tokens ({v.queued_tokens})")
 
 
