@@ -6,8 +6,8 @@ with Q prompt tokens not yet computed), the latency model predicts:
 
 * t_mix: one mixed iteration, a full prompt chunk (token budget B) plus the n decodes. Prefill
   progresses at rate = B / t_mix tokens per second under that decode load, so a new request of p
-  prompt tokens gets its first token after about wait = (Q + p) / rate seconds. Q / rate is the
-  replica's load figure (predicted seconds of queued prefill work).
+  prompt tokens gets its first token after about wait = (Q + p) / rate seconds ((Q + B) / rate
+  is the replica's load figure for /metrics and the gateway).
 * t_future: the same iteration once the queued requests and this one decode there too:
   t_mix + (w + 1) * per_request + (Q + p) * per_context_token, with both slopes predicted by the
   model at the replica's mean context. t_future <= tau means the replica can keep every decode
@@ -108,8 +108,12 @@ class DuetRouter(Router):
         return Decision(idx, why, wait)
 
     def predicted_loads(self) -> list[float | None]:
-        """Per replica, predicted seconds of queued prefill work (None before a report)."""
-        return [v.queued_tokens / self._predict(v).rate if v.reported else None
+        """Per replica, predicted seconds until a new request of one full chunk (the token
+        budget) would get its first token: queued prefill work plus that chunk, at the rate the
+        replica's decode load leaves (None before a report). Grows with both the queue and the
+        decode batch, so an idle replica and a busy one differ even with empty queues."""
+        budget = self.ctx.token_budget
+        return [(v.queued_tokens + budget) / self._predict(v).rate if v.reported else None
                 for v in self.views]
 
 
