@@ -8,11 +8,11 @@ with Q prompt tokens not yet computed), the latency model predicts:
   progresses at rate = B / t_mix tokens per second under that decode load, so a new request of p
   prompt tokens gets its first token after about wait = (Q + p) / rate seconds ((Q + B) / rate
   is the replica's load figure for /metrics and the gateway).
-* t_future: the same iteration once the queued requests and this one decode there too:
-  t_mix + (w + 1) * per_request + (Q + p) * per_context_token, with both slopes predicted by the
-  model at the replica's mean context. t_future <= tau means the replica can keep every decode
-  within tau while it still runs aggregated mixed batches; above tau it has to split the SMs
-  (spatial), and its decodes' TBT is at risk.
+* t_future: one decode step once the queued requests and this one decode there too:
+  t_decode + (w + 1) * per_request + (Q + p) * per_context_token, with both slopes predicted by
+  the model at the replica's mean context. Above tau not even the whole device keeps that decode
+  batch within the SLO (DuetServe's spatial mode can give decodes at most all SMs), so the
+  replica is a last resort. Whether the replica runs aggregated or spatial now is t_mix <= tau.
 
 Choice: replicas with KV room for the request first; among them, those with t_future <= tau by
 the smallest wait; when there is none, the smallest t_future (the least overloaded decode batch).
@@ -37,11 +37,11 @@ _TIE = 1e-9  # predictions closer than this (seconds) are equal
 class _Costs:
     """Predictions for one replica's decode state (seconds; rate in prompt tokens/s)."""
 
-    __slots__ = ("version", "rate", "mix_s", "per_req_s", "per_token_s")
+    __slots__ = ("version", "rate", "mix_s", "decode_s", "per_req_s", "per_token_s")
 
-    def __init__(self, version: int, rate: float, mix_s: float, per_req_s: float,
-                 per_token_s: float) -> None:
-        self.version, self.rate, self.mix_s = version, rate, mix_s
+    def __init__(self, version: int, rate: float, mix_s: float, decode_s: float,
+                 per_req_s: float, per_token_s: float) -> None:
+        self.version, self.rate, self.mix_s, self.decode_s = version, rate, mix_s, decode_s
         self.per_req_s, self.per_token_s = per_req_s, per_token_s
 
 
@@ -65,13 +65,14 @@ class DuetRouter(Router):
         lm, batch = self.ctx.latency, self._batch
         n = v.running
         mean = v.context_tokens // n if n else 0
-        mix = lm.predict_union(batch.decode(n, mean), self._chunk).total_s  # type: ignore
-        plus = lm.predict_union(batch.decode(n + 1, mean), self._chunk).total_s  # type: ignore
-        probe = lm.predict_union(  # type: ignore[union-attr]
-            batch.decode(n + 1, mean + _PROBE_TOKENS), self._chunk).total_s
+        decode = batch.decode(n, mean)
+        mix = lm.predict_union(decode, self._chunk).total_s  # type: ignore[union-attr]
+        dec = lm.predict(decode).total_s if n else 0.0  # type: ignore[union-attr]
+        plus = lm.predict(batch.decode(n + 1, mean)).total_s  # type: ignore[union-attr]
+        probe = lm.predict(batch.decode(n + 1, mean + _PROBE_TOKENS)).total_s  # type: ignore
         per_token = max(probe - plus, 0.0) / (_PROBE_TOKENS * (n + 1))
-        per_req = max(plus - mix - per_token * mean, 0.0)
-        c = _Costs(v.version, self.ctx.token_budget / mix, mix, per_req, per_token)
+        per_req = max(plus - dec - per_token * mean, 0.0)
+        c = _Costs(v.version, self.ctx.token_budget / mix, mix, dec, per_req, per_token)
         self._costs[v.idx] = c
         return c
 
@@ -87,7 +88,7 @@ class DuetRouter(Router):
             c = self._predict(v)
             queued = v.queued_tokens + prompt_tokens
             wait = queued / c.rate
-            future = c.mix_s + (v.waiting + 1) * c.per_req_s + queued * c.per_token_s
+            future = c.decode_s + (v.waiting + 1) * c.per_req_s + queued * c.per_token_s
             fits = not v.capacity_tokens or (
                 v.context_tokens + queued <= v.capacity_tokens)
             over = future > tau
