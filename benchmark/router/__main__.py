@@ -32,7 +32,7 @@ def run_setup(setup, traces, routers, n: int, seed: int) -> dict:
     out: dict = {"setup": setup.__dict__, "num_requests": n, "seed": seed, "traces": {}}
     for name in traces:
         trace = load_trace(name)
-        start = START_PER_REPLICA.get(name, 0.5) * setup.gpus // setup.tp
+        start = START_PER_REPLICA.get(name, 0.5) * (setup.gpus // setup.tp)
         rows = {}
         for router in routers:
             base = SimConfig(trace=name, policy="duet", model=setup.model,

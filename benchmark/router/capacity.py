@@ -47,6 +47,8 @@ def good_share(cfg: SimConfig, trace, n: int) -> tuple[float, dict]:
 def capacity(base: SimConfig, trace, n: int, start_qps: float, rel_tol: float = 0.03
              ) -> tuple[float, list[dict]]:
     """(highest passing QPS, every probe run). 0.0 when even `start_qps / 64` fails."""
+    if not start_qps > 0:
+        raise ValueError(f"start_qps must be > 0, got {start_qps}")
     probes: list[dict] = []
 
     def ok(qps: float) -> bool:
