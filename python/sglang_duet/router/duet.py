@@ -18,7 +18,8 @@ Choice: replicas with KV room for the request first; among them, those with t_fu
 the smallest wait; when there is none, the smallest t_future (the least overloaded decode batch).
 Equal predictions, and replicas that have not reported yet, fall back to least queued tokens.
 The predictions depend on n and K only, so they are made once per report that changes them (at
-most every `refresh_s`); a dispatch is arithmetic over the replicas.
+most every `refresh_s`, and only for decode shapes not predicted before); a dispatch is
+arithmetic over the replicas.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ __all__ = ["DuetRouter"]
 
 _PROBE_TOKENS = 1024  # context added to measure a decode step's cost per context token
 _TIE = 1e-9  # predictions closer than this (seconds) are equal
+# Predictions are kept per (decodes, mean context rounded down to 2**_CTX_SHIFT tokens): replica
+# states repeat, and the model is evaluated only for shapes not seen before.
+_CTX_SHIFT = 8
+_SHAPES_MAX = 4096
 
 
 class _Costs:
@@ -57,14 +62,28 @@ class DuetRouter(Router):
         self._batch = Batch
         self._chunk = Batch.prefill(self.ctx.token_budget)
         self._costs: list[_Costs | None] = [None] * len(self.views)
+        self._shapes: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
 
     def _predict(self, v: View) -> _Costs:
         c = self._costs[v.idx]
         if c is not None and c.version == v.version:
             return c
-        lm, batch = self.ctx.latency, self._batch
         n = v.running
-        mean = v.context_tokens // n if n else 0
+        mean = (v.context_tokens // n if n else 0) >> _CTX_SHIFT << _CTX_SHIFT
+        key = (n, mean)
+        shape = self._shapes.get(key)
+        if shape is None:
+            if len(self._shapes) >= _SHAPES_MAX:
+                self._shapes.clear()
+            shape = self._shapes[key] = self._shape(n, mean)
+        c = _Costs(v.version, *shape)
+        self._costs[v.idx] = c
+        return c
+
+    def _shape(self, n: int, mean: int) -> tuple[float, float, float, float, float]:
+        """(rate, t_mix, t_decode, per_request, per_context_token) for n decodes of `mean`
+        context tokens."""
+        lm, batch = self.ctx.latency, self._batch
         decode = batch.decode(n, mean)
         mix = lm.predict_union(decode, self._chunk).total_s  # type: ignore[union-attr]
         dec = lm.predict(decode).total_s if n else 0.0  # type: ignore[union-attr]
@@ -72,9 +91,7 @@ class DuetRouter(Router):
         probe = lm.predict(batch.decode(n + 1, mean + _PROBE_TOKENS)).total_s  # type: ignore
         per_token = max(probe - plus, 0.0) / (_PROBE_TOKENS * (n + 1))
         per_req = max(plus - dec - per_token * mean, 0.0)
-        c = _Costs(v.version, self.ctx.token_budget / mix, mix, dec, per_req, per_token)
-        self._costs[v.idx] = c
-        return c
+        return self.ctx.token_budget / mix, mix, dec, per_req, per_token
 
     def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
         missing = [v.idx for v in alive if not v.reported]
