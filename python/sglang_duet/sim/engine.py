@@ -32,7 +32,7 @@ from .kvcache import KvCache, KvSizing, pages_for, size_kv_cache
 from .policies import PlanContext, PolicySpec, get_policy
 from .replica import Flavor, Replica
 from .request import Request
-from .router import make_router
+from .router import SimRouter
 
 __all__ = ["SimResult", "Simulation", "simulate"]
 
@@ -96,7 +96,8 @@ class Simulation:
             self.replicas = [replica(i) for i in range(cfg.gpus // cfg.tp)]
             self.entry = self.replicas
         self.disagg = disagg
-        self.router = make_router(cfg.router)
+        self.router = SimRouter(cfg.router, len(self.entry), self.latency, cfg.tbt_slo_ms / 1e3,
+                                cfg.token_budget)
         self._heap: list[tuple[float, int, int, object]] = []
         self._seq = 0
         self._end_at = [INF] * len(self.replicas)
@@ -228,7 +229,7 @@ class Simulation:
                 if pages_for(r.prompt_len + r.output_len) > cap_entry:
                     r.rejected = True
                     continue
-                rep = self.router.pick(self.entry)
+                rep = self.router.pick(self.entry, r, ta)
                 self._own_ptr[rep.idx] += 1
                 rep.enqueue(r)
                 self._kick(rep, ta)
