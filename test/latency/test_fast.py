@@ -208,33 +208,3 @@ def test_explain_rows_add_up_to_predict(make_lm, reqs, model, sms):
     b = _batch(reqs)
     total = sum(r["seconds"] for r in lm.explain(b, sms))
     assert _close(total, lm.predict(b, sms).total_s)
-
-
-def test_package_has_no_import_cycle():
-    """Module-level relative imports inside sglang_duet.latency form no cycle."""
-    import ast
-    from pathlib import Path
-
-    import sglang_duet.latency as pkg
-
-    root = Path(pkg.__file__).parent
-    deps = {}
-    for f in root.glob("*.py"):
-        tree = ast.parse(f.read_text())
-        deps[f.stem] = {(n.module or "").split(".")[0] or a.name
-                        for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1
-                        for a in n.names}
-    seen, stack = set(), set()
-
-    def visit(m):
-        assert m not in stack, f"import cycle through {m}"
-        if m in seen or m not in deps:
-            return
-        stack.add(m)
-        for d in deps[m]:
-            visit(d)
-        stack.remove(m)
-        seen.add(m)
-
-    for m in deps:
-        visit(m)
