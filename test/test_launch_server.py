@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import json
+import socket
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import pytest
 import requests
 
 from helpers.reference import hf_greedy, prompts
+from benchmark.serving.launch import cuda_available
 from helpers.server import ROOT, child_env, free_port
 
 pytestmark = pytest.mark.server
@@ -36,6 +38,8 @@ class TestStartupErrors:
              "adaptive, aggregated, spatial"),
             (["--duet-partition-backend", "x"], "--duet-partition-backend: invalid value 'x'"),
             (["--duet-tbt-slo-ms", "-1"], "--duet-tbt-slo-ms: invalid value -1.0; must be > 0"),
+            (["--duet-tbt-slo-ms", "nan"], "--duet-tbt-slo-ms: invalid value nan; must be a "
+             "finite number"),
         ],
     )
     def test_bad_duet_flag_exits_nonzero_without_children(self, argv, needle):
@@ -45,9 +49,38 @@ class TestStartupErrors:
                               timeout=180)
         assert proc.returncode == 2
         assert needle in proc.stderr
+        assert "Traceback" not in proc.stderr
         # Nothing was started: no process of ours is left listening on or naming that port.
         left = subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True, text=True)
         assert left.stdout.strip() == ""
+
+    @pytest.mark.parametrize(
+        "argv, needle",
+        [   # #16 item 8: checked at parse time (before any child), exit 2, the flag named
+            (["--duet-drain-timeout-s", "inf"], "--duet-drain-timeout-s: invalid value inf"),
+            (["--duet-calibration", "/no/such/calib.json"], "--duet-calibration "
+             "/no/such/calib.json: no calibration"),
+            (["--duet-plan-log", "/no/such/dir/plan"], "--duet-plan-log /no/such/dir/plan: "
+             "directory /no/such/dir does not exist"),
+            (["--model-path", "/nonexistent"], "--model-path /nonexistent: path does not exist"),
+            (["--duet-partition-backend", "green-ctx"], "--duet-partition-backend green-ctx: "),
+            (["--port", "BUSY"], "address already in use"),
+        ],
+    )
+    def test_checked_at_parse_time(self, argv, needle, capsys):
+        from sglang_duet.launch_server import resolve
+
+        if "green-ctx" in argv and cuda_available():
+            pytest.skip("a GPU is present: green-ctx may be usable")
+        with socket.socket() as busy:
+            busy.bind(("127.0.0.1", 0))
+            busy.listen()
+            argv = [str(busy.getsockname()[1]) if a == "BUSY" else a for a in argv]
+            port = [] if "--port" in argv else ["--port", str(free_port())]
+            with pytest.raises(SystemExit) as e:
+                resolve(["--host", "127.0.0.1", *port, *argv])
+        assert e.value.code == 2
+        assert needle in capsys.readouterr().err
 
 
 class TestEndpoints:
