@@ -12,8 +12,8 @@ import sys
 import pytest
 import requests
 
-from helpers.reference import hf_greedy, prompts
 from benchmark.serving.launch import cuda_available
+from helpers.reference import hf_greedy, prompts
 from helpers.server import ROOT, child_env, free_port
 
 pytestmark = pytest.mark.server
