@@ -110,7 +110,9 @@ def parse_json(raw: bytes) -> Any:
 
 
 def _type_name(hint: Any) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+    if typing.get_origin(hint) is None and isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("NoneType", "None")
 
 
 def matches(value: Any, hint: Any, depth: int = 0) -> bool:

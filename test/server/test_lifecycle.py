@@ -82,6 +82,7 @@ def test_dead_child_is_noticed_and_ends_everything():
     async def scenario():
         state, exits = ServerState(), []
         life = Lifecycle(state, drain_timeout_s=30.0, exit_fn=exits.append)
+        life.death_linger_s = 0.5  # health checkers get 503 meanwhile
         life.loop = asyncio.get_running_loop()
         life.watch([psutil.Process(child.pid), psutil.Process(other.pid)])
         _, stream = open_stream(state)
@@ -93,6 +94,7 @@ def test_dead_child_is_noticed_and_ends_everything():
             await asyncio.sleep(0.01)
         noticed = time.monotonic() - t0
         while not exits:
+            assert state.unavailable  # /health answers 503 until the exit
             await asyncio.sleep(0.01)
         return state, exits, noticed, time.monotonic() - t0, stream, psutil.pid_exists(other.pid)
 

@@ -33,6 +33,9 @@ logger = logging.getLogger("sglang_duet.server")
 EXIT_CHILD_DIED = 3
 POLL_S = 0.25  # child liveness poll period (seconds)
 FLUSH_S = 0.3  # time given to the error events to leave before the process exits (seconds)
+# After a child's death the server keeps answering (503) this long before it exits, so that
+# health checkers see a 503 rather than only a refused connection (seconds).
+DEATH_LINGER_S = 2.0
 
 
 def run_child(target: Callable, *args, **kwargs):
@@ -62,6 +65,7 @@ class Lifecycle:
         self.labels: dict[int, str] = {}  # pid -> "title (pid N)", read while they live
         self.stop_watching: list[Callable[[], None]] = []  # SGLang's watchdog stop, ours
         self._ending = False
+        self.death_linger_s = DEATH_LINGER_S
 
     # ---- installation ------------------------------------------------------------------
 
@@ -138,7 +142,7 @@ class Lifecycle:
         self.state.dead = reason
         logger.error("%s: /health now 503, ending %d open request(s) with an error, exiting",
                      reason, len(self.state.open))
-        asyncio.ensure_future(self._end(EXIT_CHILD_DIED, reason))
+        asyncio.ensure_future(self._end(EXIT_CHILD_DIED, reason, linger_s=self.death_linger_s))
 
     async def drain(self) -> None:
         deadline = time.monotonic() + self.drain_timeout_s
@@ -156,13 +160,15 @@ class Lifecycle:
         await self._end(0, f"server shut down: drain deadline {self.drain_timeout_s:g} s "
                            "(--duet-drain-timeout-s) passed")
 
-    async def _end(self, status: int, reason: str) -> None:
+    async def _end(self, status: int, reason: str, linger_s: float = 0.0) -> None:
         for stop in self.stop_watching:
             stop()
         ended = await self.state.fail_open(reason)
         if ended:
             await asyncio.sleep(FLUSH_S)
         stop_children(self.children)
+        if linger_s > 0:
+            await asyncio.sleep(linger_s)
         logger.info("exiting with status %d", status)
         logging.shutdown()
         self.exit_fn(status)

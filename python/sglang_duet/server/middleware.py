@@ -61,8 +61,8 @@ class DuetMiddleware:
             return
         if scope.get("method") == "POST" and path in self.table:
             await self._generation(scope, receive, send, path)
-        else:
-            await self._guarded(scope, receive, send, path, None)
+        else:  # health checks are tracked too: one waiting on a dead child gets its 503
+            await self._guarded(scope, receive, send, path, track=path in HEALTH_PATHS)
 
     async def _generation(self, scope: dict, receive: Callable, send: Callable, path: str) -> None:
         if self.state.unavailable:
@@ -100,7 +100,8 @@ class DuetMiddleware:
         if verdict.ignored:
             text = f'299 sglang-duet "ignored OpenAI field(s): {", ".join(verdict.ignored)}"'
             headers.append((b"warning", text.encode()))
-        await self._guarded(scope, _replay(raw, receive), send, path, headers)
+        await self._guarded(scope, _replay(raw, receive), send, path, track=True,
+                            extra_headers=headers)
 
     def _judge(self, path: str, raw: bytes) -> validation.Verdict:
         body = validation.parse_json(raw)
@@ -109,10 +110,10 @@ class DuetMiddleware:
             max_tokens=self.state.max_prompt_tokens, max_token_chars=self.state.max_token_chars)
 
     async def _guarded(self, scope: dict, receive: Callable, send: Callable, path: str,
-                       extra_headers: list | None) -> None:
+                       track: bool, extra_headers: list | None = None) -> None:
         """Run the app; track generation requests; scrub error bodies; contain exceptions."""
         req = OpenRequest(path, send)
-        key = self.state.register(req) if extra_headers is not None else None
+        key = self.state.register(req) if track else None
         error: dict[str, Any] = {}  # status and buffered body of an error response
 
         async def wrapped(msg: dict) -> None:
