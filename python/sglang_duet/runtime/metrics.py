@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter as PyCounter
 from typing import Any
 
 from sglang_duet.policy import BatchPlan
+from sglang_duet.policy.plan import MODES
 
 logger = logging.getLogger("sglang_duet.plan")
+SUMMARY_S = 30.0  # one INFO summary line per this many seconds with work (like SGLang's)
+# What a mode switch is for the INFO log: spatial vs not (decode-only and idle plans come and go
+# every few iterations in adaptive mode; they are logged at DEBUG).
+_SWITCH_CLASS = {"spatial": "spatial", "aggregated": "aggregated", "decode_only": "aggregated"}
 
 
 class DuetMetrics:
@@ -20,8 +26,13 @@ class DuetMetrics:
     predicted_tbt_slo_misses_total, lookahead_tokens_discarded_total.
     """
 
-    def __init__(self, enabled: bool, labels: dict[str, str], plan_log: str | None = None):
+    def __init__(self, enabled: bool, labels: dict[str, str], plan_log: str | None = None,
+                 clock=time.monotonic):
         self.counts: PyCounter[str] = PyCounter()
+        self._clock = clock
+        self._window: PyCounter[str] = PyCounter()
+        self._window_start = clock()
+        self._last_class: str | None = None
         self.spatial_decode_steps = 0
         self.discarded = 0
         self.slo_misses = 0
@@ -44,9 +55,14 @@ class DuetMetrics:
         self.slo_misses += miss
         if self._prom is not None:
             self._prom.record(plan, measured_s, miss, discarded, decode_steps)
+        self._summarize(plan, miss, discarded)
         if plan.mode != self.last_mode:
             self.last_mode = plan.mode
-            logger.info(
+            cls = _SWITCH_CLASS.get(plan.mode)
+            switch = cls is not None and cls != self._last_class
+            self._last_class = cls or self._last_class
+            logger.log(
+                logging.INFO if switch else logging.DEBUG,
                 "duet-plan %s",
                 json.dumps(
                     {
@@ -64,6 +80,23 @@ class DuetMetrics:
                     sort_keys=True,
                 ),
             )
+
+
+    def _summarize(self, plan: BatchPlan, miss: bool, discarded: int) -> None:
+        w = self._window
+        w[plan.mode] += 1
+        w["slo_misses_predicted"] += miss
+        w["lookahead_discarded"] += discarded
+        now = self._clock()
+        if now - self._window_start < SUMMARY_S:
+            return
+        busy = {m: w[m] for m in MODES if m != "idle" and w[m]}
+        if busy:
+            logger.info("duet-plan summary %s", json.dumps(
+                {"window_s": round(now - self._window_start, 1), "iterations": busy,
+                 "slo_misses_predicted": w["slo_misses_predicted"],
+                 "lookahead_discarded": w["lookahead_discarded"]}, sort_keys=True))
+        self._window, self._window_start = PyCounter(), now
 
 
 class _Prometheus:
@@ -89,6 +122,12 @@ class _Prometheus:
                             names)
         self.steps = Counter(p + "spatial_decode_steps", "Decode steps run by spatial plans",
                              names)
+        # Every documented series exists from start-up, at 0 (a counter only appears once its
+        # labels are first used).
+        for counter in (self.miss, self.disc, self.steps):
+            counter.labels(**labels)
+        for mode in MODES:
+            self.iters.labels(**labels, mode=mode)
 
     def record(self, plan: BatchPlan, measured_s: float, miss: bool, discarded: int,
                decode_steps: int) -> None:
