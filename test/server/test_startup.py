@@ -79,6 +79,11 @@ def test_plan_log(tmp_path):
         os.chmod(ro, 0o700)
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_plan_log_on_a_read_only_file_system():
+    assert "not writable" in startup.check_plan_log("/proc/plan")  # read-only, root included
+
+
 @pytest.mark.parametrize("name", ["green-ctx", "libsmctrl"])
 def test_explicit_gpu_backend_without_gpu_fails(name):
     reason = startup.check_partition_backend(name, has_gpu=False)

@@ -50,8 +50,11 @@ class DuetMiddleware:
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan" and self.on_startup is not None:
-            self.on_startup()  # runs on the server's event loop, after it installed its handlers
-            self.on_startup = None
+            hook, self.on_startup = self.on_startup, None
+            try:  # on the server's event loop, after the server installed its own handlers
+                hook()
+            except (RuntimeError, ValueError) as e:  # not the main thread: keep SGLang's
+                logger.warning("sglang-duet signal handlers not installed: %s", e)
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

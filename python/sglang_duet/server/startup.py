@@ -10,6 +10,7 @@ import argparse
 import errno
 import os
 import socket
+import tempfile
 
 GPU_BACKENDS = ("green-ctx", "libsmctrl")
 
@@ -70,8 +71,11 @@ def check_plan_log(prefix: str | None) -> str | None:
     directory = os.path.dirname(os.path.abspath(prefix))
     if not os.path.isdir(directory):
         return f"--duet-plan-log {prefix}: directory {directory} does not exist"
-    if not os.access(directory, os.W_OK | os.X_OK):
-        return f"--duet-plan-log {prefix}: directory {directory} is not writable"
+    try:  # a real file, so that a read-only file system is caught too (also for root)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as e:
+        return f"--duet-plan-log {prefix}: directory {directory} is not writable ({e.strerror})"
     return None
 
 
