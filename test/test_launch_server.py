@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import sys
+import time
 
 import pytest
 import requests
@@ -132,6 +133,46 @@ class TestEndpoints:
             "model": "default", "messages": [{"role": "user", "content": "hello"}],
             "max_tokens": 7, "temperature": 0}, timeout=60)
         assert text == r2.json()["choices"][0]["message"]["content"]
+
+
+class TestProtections:
+    """#16 on the real server (the middleware's own tests are in test/server/)."""
+
+    def test_embedded_model_has_a_stable_name(self, duet_server):
+        models = requests.get(duet_server.url + "/v1/models", timeout=30).json()["data"]
+        assert [m["id"] for m in models] == ["default"]
+
+    def test_openai_fields_accepted_with_a_warning(self, duet_server):
+        r = requests.post(duet_server.url + "/v1/chat/completions", json={
+            "model": "default", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+            "store": False, "metadata": {"a": "b"}, "service_tier": "auto"}, timeout=60)
+        assert r.status_code == 200
+        assert "metadata" in r.headers["warning"] and "store" in r.headers["warning"]
+
+    def test_bad_requests_do_not_poison_the_connection(self, duet_server):
+        s = requests.Session()
+        for raw in (b'{"text": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", b"[1]",
+                    b'{"text": "x", "sampling_params": {"temperature": "hot"}}'):
+            r = s.post(duet_server.url + "/generate", data=raw, timeout=60,
+                       headers={"Content-Type": "application/json"})
+            assert r.status_code == 400 and r.json()["message"]
+        r = s.post(duet_server.url + "/generate", timeout=60, json={
+            "text": "x", "sampling_params": {"max_new_tokens": 2}})
+        assert r.status_code == 200
+
+    def test_long_text_rejected_before_tokenizing_health_stays_fast(self, duet_server):
+        big = json.dumps({"model": "default", "prompt": "word " * 2_000_000, "max_tokens": 2})
+        with cf.ThreadPoolExecutor(1) as ex:
+            slow = ex.submit(requests.post, duet_server.url + "/v1/completions", data=big,
+                             headers={"Content-Type": "application/json"}, timeout=120)
+            health = []
+            while not slow.done():
+                t0 = time.perf_counter()
+                assert requests.get(duet_server.url + "/health", timeout=30).status_code == 200
+                health.append(time.perf_counter() - t0)
+            r = slow.result()
+        assert r.status_code == 400 and "before tokenizing" in r.json()["message"]
+        assert max(health) < 1.0, health  # generous on a loaded 2-core machine; unit: < 0.1 s
 
 
 class TestGreedyCorrectness:

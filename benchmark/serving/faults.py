@@ -201,6 +201,35 @@ def drain(server, deadline_s: float, short: int = 4, long: int = 4,
     return report
 
 
+async def _health_during_big_body(url: str, mb: float) -> dict:
+    body = json.dumps({"model": "default", "prompt": "word " * int(mb * (1 << 20) / 5),
+                       "max_tokens": 2}).encode()
+    async with aiohttp.ClientSession() as s:
+        async def big() -> int:
+            async with s.post(url + "/v1/completions", data=body,
+                              headers={"Content-Type": "application/json"}) as r:
+                await r.read()
+                return r.status
+        task = asyncio.ensure_future(big())
+        times = []
+        while not task.done():
+            t0 = time.perf_counter()
+            async with s.get(url + "/health") as r:
+                await r.read()
+            times.append(time.perf_counter() - t0)
+            await asyncio.sleep(0.01)
+        status = await task
+    times.sort()
+    return {"body_mb": mb, "big_request_status": status, "health_checks": len(times),
+            "health_max_ms": round(1e3 * times[-1], 1) if times else None,
+            "health_p50_ms": round(1e3 * times[len(times) // 2], 1) if times else None}
+
+
+def health_during_big_body(url: str, mb: float = 10.0) -> dict:
+    """/health latency while a `mb` MB completion body is received, judged and rejected."""
+    return asyncio.run(_health_during_big_body(url, mb))
+
+
 def summary(report: dict) -> str:
     keep = {k: v for k, v in report.items() if k not in ("checks",)}
     return json.dumps(keep)[:600]
