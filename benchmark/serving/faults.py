@@ -82,9 +82,12 @@ async def first_503(session, url: str, t0: float, limit_s: float) -> float | Non
 
 
 async def new_requests_during_drain(session, url: str, t0: float, limit_s: float) -> dict:
-    """Keep sending new requests until the server is gone; their statuses and the first 503."""
+    """Keep sending new requests until the server is gone: their statuses, the first 503, and
+    how many were admitted after it (must be 0; one sent before the server handled the signal
+    can still be admitted)."""
     statuses: Counter = Counter()
     first = None
+    admitted_after = 0
     while time.monotonic() - t0 < limit_s:
         try:
             async with session.post(url + "/generate", json={
@@ -93,10 +96,12 @@ async def new_requests_during_drain(session, url: str, t0: float, limit_s: float
                 statuses[r.status] += 1
                 if r.status == 503 and first is None:
                     first = time.monotonic() - t0
+                admitted_after += first is not None and r.status == 200
         except (aiohttp.ClientError, ConnectionError):
             break
         await asyncio.sleep(0.1)
-    return {"statuses": {str(k): v for k, v in sorted(statuses.items())}, "first_503_s": first}
+    return {"statuses": {str(k): v for k, v in sorted(statuses.items())}, "first_503_s": first,
+            "admitted_after_first_503": admitted_after}
 
 
 async def _wait_started(events: list[asyncio.Event], limit_s: float) -> int:
@@ -187,11 +192,12 @@ def drain(server, deadline_s: float, short: int = 4, long: int = 4,
     tail = log[log.rfind("SIGTERM"):] if "SIGTERM" in log else ""
     report["crash_lines_after_sigterm"] = [ln for ln in tail.splitlines()
                                            if CRASH_WORDS.search(ln)][:10]
-    new = report["new_requests"]["statuses"]
+    new = report["new_requests"]
     report["checks"] = {
         "short_streams_completed": set(report["short_stream_ends"]) == {"completed"},
         "long_streams_end_with_error_event": set(report["long_stream_ends"]) == {"error_event"},
-        "new_requests_all_503": set(new) <= {"503"},
+        "new_requests_503_once_draining": new["first_503_s"] is not None
+        and new["admitted_after_first_503"] == 0 and set(new["statuses"]) <= {"200", "503"},
         "exit_0_after_deadline": report["exit_status"] == 0
         and report["time_to_exit_s"] < report["deadline_s"] + 10.0,
         "no_process_left": not report["survivors"],

@@ -250,7 +250,8 @@ def suite(model: str, n: int, concurrency: int, abort_frac: float, bad_frac: flo
         "time_to_503_s": {t: r.get("time_to_503_s") for t, r in killed.items()},
         "time_to_exit_s": {"drain": drained["time_to_exit_s"],
                            **{t: r.get("time_to_exit_s") for t, r in killed.items()}},
-        "passed": mixed["passed"] and drained["passed"] and all(
+        "passed": mixed["passed"] and drained["passed"] and big["big_request_status"] == 400
+        and all(
             r["passed"] for r in killed.values()),
         "mixed": mixed, "drain": drained, "kill": killed,
         "health_ms_note": "health_max_ms: slowest /health while a 10 MB body was handled "
