@@ -254,9 +254,6 @@ def suite(model: str, n: int, concurrency: int, abort_frac: float, bad_frac: flo
         and all(
             r["passed"] for r in killed.values()),
         "mixed": mixed, "drain": drained, "kill": killed,
-        "health_ms_note": "health_max_ms: slowest /health while a 10 MB body was handled "
-                          "(a client on the same loaded machine; the unit test bounds the "
-                          "server side at 100 ms)",
         "server": "python -m sglang_duet.launch_server --chunked-prefill-size 64 (tiny model)",
     }
 

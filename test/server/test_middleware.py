@@ -192,6 +192,18 @@ def test_health_answers_fast_while_a_large_body_is_judged(table):
     assert took < 0.1, took
 
 
+def test_health_is_answered_at_once_once_ready(table):
+    m, app = mw(table)
+    out = run(call(m, "/health", None, method="GET"))
+    assert out["status"] == 200 and app.seen == [("/health", b"")]  # not ready: SGLang answers
+    m.state.ready = True
+    t0 = time.perf_counter()
+    out = run(call(m, "/health", None, method="GET"))
+    assert out["status"] == 200 and len(app.seen) == 1 and time.perf_counter() - t0 < 0.1
+    run(call(m, "/health_generate", None, method="GET"))  # the deep check stays SGLang's
+    assert app.seen[-1][0] == "/health_generate"
+
+
 def test_503_while_draining_or_dead(table):
     m, app = mw(table)
     m.state.draining = True

@@ -62,6 +62,7 @@ def on_ready(life: Lifecycle, state: ServerState) -> None:
         except psutil.Error:
             continue
     life.watch(children)
+    state.ready = True
     logger.info("limits: prompts up to %s tokens (text over %s chars/token rejected before "
                 "tokenizing)", state.max_prompt_tokens, state.max_token_chars)
 

@@ -1,6 +1,7 @@
 """ASGI middleware in front of SGLang's FastAPI app (installed by sglang_duet.launch_server only).
 
-For every request: /health answers 503 at once when the server is draining or dead; an
+For every request: /health answers at once (200 once started with every child alive, 503 when
+draining or dead; SGLang's deep one-token check stays at /health_generate); an
 exception escaping the app becomes a JSON 500 on a connection that stays usable; error bodies
 never carry a traceback or a server path (the log keeps the original). For generation POSTs
 (/generate, /v1/completions, /v1/chat/completions) also: 503 while draining or dead; 413 over
@@ -61,6 +62,14 @@ class DuetMiddleware:
         path = scope.get("path", "")
         if path in HEALTH_PATHS and self.state.unavailable:
             await send_json(send, 503, self.state.unavailable)
+            return
+        if path == "/health" and self.state.ready:
+            # Answered here, at once: every child is alive (polled every 0.25 s) and the server
+            # is neither draining nor dead. SGLang's own /health runs a one-token generation and
+            # takes >= 1 s (it polls in 1 s sleeps); that deep check stays at /health_generate.
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
             return
         if scope.get("method") == "POST" and path in self.table:
             await self._generation(scope, receive, send, path)

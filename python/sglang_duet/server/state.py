@@ -33,6 +33,7 @@ class ServerState:
     def __init__(self) -> None:
         self.draining = False
         self.dead: str | None = None
+        self.ready = False  # set once SGLang is up and the children are watched
         self.open: dict[int, OpenRequest] = {}
         self._ids = itertools.count()
         # Known after start-up (launch_server's callback): prompt limits for early rejection.
