@@ -245,9 +245,8 @@ async def _health_during_big_body(url: str, mb: float, bodies: int) -> dict:
             "big_request_status": statuses[0] if len(set(statuses)) == 1 else None,
             "health_idle_p50_ms": _ms(idle, 0.5), "health_checks_during": len(busy),
             "health_during_p50_ms": _ms(busy, 0.5), "health_during_max_ms": _ms(busy, 1.0),
-            "note": "SGLang's /health runs a one-token generation (its default), so its idle "
-                    "latency is a forward pass on this machine; the big bodies should not add "
-                    "to it"}
+            "note": "client-side times on the same machine; sglang-duet answers /health in its "
+                    "middleware (stock SGLang's runs a one-token generation, >= 1 s)"}
 
 
 def health_during_big_body(url: str, mb: float = 10.0, bodies: int = 3) -> dict:

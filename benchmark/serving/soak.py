@@ -190,7 +190,7 @@ def soak(url: str, n: int, concurrency: int, abort_frac: float, bad_frac: float,
     errors = Counter(o["detail"] for r, o in zip(reqs, outs, strict=True)
                      if o["outcome"] == "errored" and r["kind"] == "good")
     return {
-        "sent": n, "completed": total["completed"], "aborted": total["aborted"],
+        "sent": len(reqs), "completed": total["completed"], "aborted": total["aborted"],
         "errored": total["errored"], "hung": total["hung"],
         "lost": sum(good.values()) - good["completed"],
         "bad_requests_sent": bad_sent, "bad_clear_4xx": bad["clear_4xx"],

@@ -29,6 +29,9 @@ def test_mixed_load_and_bad_requests(report):
         assert mixed["verdicts"][kind] == {"clear_4xx": mixed["verdicts"][kind]["clear_4xx"]}
     assert set(mixed["verdicts"][GOOD_OPENAI]) == {"ok"}
     assert report["clear_4xx"] == mixed["bad_requests_sent"] >= len(BAD_KINDS)
+    assert mixed["sent"] == sum(mixed[k] for k in ("completed", "aborted", "errored", "hung"))
+    big = report["health_during_10mb_body"]
+    assert big["big_request_status"] == 400 and big["health_checks_during"] >= 1
     assert report["kv_pool_at_end"]["used_tokens"] == 0
 
 
