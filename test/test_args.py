@@ -76,3 +76,33 @@ class TestBadValues:
         with pytest.raises(DuetArgError) as e:
             parse(argv)
         assert flag in str(e.value) and accepted in str(e.value)
+
+
+class TestIssue16Flags:
+    """#16 item 8/9: non-finite times rejected, choices from the registries, defaults in --help."""
+
+    @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "NaN", "Infinity"])
+    def test_non_finite_slo_rejected(self, value):
+        with pytest.raises(DuetArgError) as e:
+            parse([f"--duet-tbt-slo-ms={value}"])
+        assert "--duet-tbt-slo-ms" in str(e.value) and "finite" in str(e.value)
+
+    def test_non_finite_rejected_when_built_directly(self):
+        with pytest.raises(DuetArgError, match="finite"):
+            DuetArgs(tbt_slo_ms=float("nan"))
+
+    def test_choices_come_from_the_registries(self):
+        from sglang_duet.latency import HARDWARE
+        from sglang_duet.partition import BACKEND_NAMES
+        from sglang_duet.policy import POLICY_MODES
+
+        assert MODES == tuple(POLICY_MODES)
+        assert PARTITION_BACKENDS == tuple(BACKEND_NAMES)
+        assert set(HARDWARE) <= set(HARDWARE_CHOICES)
+
+    def test_help_shows_every_default(self):
+        p = argparse.ArgumentParser()
+        DuetArgs.add_cli_args(p)
+        text = " ".join(p.format_help().split())
+        for f in dataclasses.fields(DuetArgs):
+            assert f"default: {f.default}" in text, f.name

@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # Flags stock SGLang needs on the CPU (sglang_duet applies these itself).
 STOCK_CPU_FLAGS = [
     "--device", "cpu", "--attention-backend", "torch_native", "--sampling-backend", "pytorch",
-    "--disable-cuda-graph", "--mem-fraction-static", "0.05", "--max-total-tokens", "16384",
+    "--disable-cuda-graph", "--mem-fraction-static", "0.5", "--max-total-tokens", "16384",
     "--dtype", "float32", "--sleep-on-idle",
 ]
 

@@ -1,15 +1,18 @@
-"""Reliability soak: many streamed requests, random client aborts and bad requests, then checks.
+"""Reliability fault suite: mixed load with bad requests and disconnects, a SIGTERM drain, and a
+child killed under load, each on its own sglang-duet server (the embedded tiny model by default).
 
-    python -m benchmark.serving.soak [--requests 1000] [--concurrency 64] [--url URL | --system S]
+    python -m benchmark.serving.soak [--requests 1000] [--concurrency 64] [--kill a,b,c]
 
-Each request is one of: `good` (streamed /generate, random input ids and max_new_tokens,
-ignore_eos), `abort` (like good, but the client drops the connection before or during the
-stream), or a bad request: `malformed_json`, `negative_max_tokens`, `too_long_prompt` (over the
-context length), `unknown_field` (extra fields at the top level and in sampling_params).
-Outcomes: completed / aborted / errored / hung (no answer within --timeout-s). Checks (exit status
-1 if any fails): no good request lost (each completes with exactly its max_new_tokens), none hung,
-every bad request answered, the KV pool back to its starting free size (radix cache flushed,
-`/v1/loads` num_used_tokens), no leak message in the server log, server healthy at the end.
+Mixed phase: each request is `good` (streamed /generate, random input ids and max_new_tokens,
+ignore_eos), `abort` (the client drops the connection before or during the stream), a bad
+request of every kind in `bad_requests.BAD_KINDS` (each at least once), or a chat request with
+the OpenAI fields strict checks used to reject (must be served). Outcomes: completed / aborted /
+errored / hung (no answer within --timeout-s); bad ones are judged clear 4xx / unclear 4xx / 5xx /
+accepted. Checks: no good request lost, none hung, every bad request a clear 4xx (never 5xx), the
+KV pool back to its starting free size, no leak message in the log, healthy at the end. Then the
+same server gets SIGTERM (drain, `faults.drain`), and one server per --kill child loses that
+child under load (`faults.kill_child`). Writes benchmark/results/serving/soak.json (stamped);
+exit status 1 if any check fails.
 """
 
 from __future__ import annotations
@@ -27,12 +30,13 @@ from collections import Counter
 import aiohttp
 import requests
 
+from benchmark.serving import bad_requests
+from benchmark.serving.bad_requests import BAD_KINDS, GOOD_OPENAI
 from benchmark.serving.launch import ROOT
-from benchmark.serving.systems import SYSTEMS, make_server
 
 RESULTS_DIR = os.path.join(ROOT, "benchmark", "results", "serving")
-BAD_KINDS = ("malformed_json", "negative_max_tokens", "too_long_prompt", "unknown_field")
 LEAK = re.compile(r"leak", re.IGNORECASE)
+BODY_LIMIT_MB = 16.0  # the server's --duet-max-body-mb default
 
 
 def plan(n: int, abort_frac: float, bad_frac: float, seed: int) -> list[dict]:
@@ -41,27 +45,37 @@ def plan(n: int, abort_frac: float, bad_frac: float, seed: int) -> list[dict]:
     for i in range(n):
         u = rng.random()
         kind = ("abort" if u < abort_frac else
-                rng.choice(BAD_KINDS) if u < abort_frac + bad_frac else "good")
+                rng.choice((*BAD_KINDS, GOOD_OPENAI)) if u < abort_frac + bad_frac else "good")
         out.append({"i": i, "kind": kind, "input_len": rng.randint(8, 512),
                     "max_new_tokens": rng.randint(4, 64), "abort_after": rng.randint(0, 8),
                     "abort_delay_s": rng.uniform(0.0, 0.3), "seed": rng.randrange(1 << 30)})
+    if bad_frac > 0:  # every case at least once, whatever the draw
+        for kind in (*BAD_KINDS, GOOD_OPENAI):
+            out.append({**out[-1], "i": len(out), "kind": kind, "seed": rng.randrange(1 << 30)})
     return out
 
 
-def body(req: dict, vocab: int, context: int) -> bytes:
+def body(req: dict, vocab: int, context: int) -> tuple[str, bytes]:
+    """(path, raw body) of one planned request."""
     rng = random.Random(req["seed"])
-    n = context + 100 if req["kind"] == "too_long_prompt" else req["input_len"]
+    if req["kind"] not in ("good", "abort"):
+        return bad_requests.make(req["kind"], rng, vocab, context, BODY_LIMIT_MB)
     params = {"max_new_tokens": req["max_new_tokens"], "ignore_eos": True,
               "temperature": rng.choice([0.0, 0.8])}
-    payload: dict = {"input_ids": [rng.randrange(3, vocab) for _ in range(n)],
+    payload: dict = {"input_ids": [rng.randrange(3, vocab) for _ in range(req["input_len"])],
                      "sampling_params": params, "stream": True}
-    if req["kind"] == "negative_max_tokens":
-        params["max_new_tokens"] = -5
-    elif req["kind"] == "unknown_field":
-        payload["no_such_field"] = 1
-        params["no_such_param"] = 2
-    text = json.dumps(payload)
-    return text[: len(text) // 2].encode() if req["kind"] == "malformed_json" else text.encode()
+    return "/generate", json.dumps(payload).encode()
+
+
+async def plain(session: aiohttp.ClientSession, url: str, req: dict, path: str,
+                data: bytes) -> dict:
+    """A bad (or OpenAI-field) request: judged by its status and body."""
+    async with session.post(url + path, data=data,
+                            headers={"Content-Type": "application/json"}) as resp:
+        raw = await resp.read()
+        verdict = bad_requests.judge(req["kind"], resp.status, raw)
+    outcome = "completed" if verdict == "ok" else "errored"
+    return {"outcome": outcome, "detail": f"http {resp.status}", "verdict": verdict}
 
 
 async def stream(session: aiohttp.ClientSession, url: str, req: dict, data: bytes) -> dict:
@@ -92,9 +106,12 @@ async def stream(session: aiohttp.ClientSession, url: str, req: dict, data: byte
     return {"outcome": "completed", "detail": ""}
 
 
-async def one(session, sem, url, req, data, timeout_s) -> dict:
+async def one(session, sem, url, req, path_data, timeout_s) -> dict:
+    path, data = path_data
     async with sem:
         try:
+            if req["kind"] not in ("good", "abort"):
+                return await asyncio.wait_for(plain(session, url, req, path, data), timeout_s)
             if req["kind"] == "abort" and req["abort_after"] == 0:
                 try:  # drop the connection before the first token arrives
                     return await asyncio.wait_for(stream(session, url, req, data),
@@ -149,6 +166,11 @@ def soak(url: str, n: int, concurrency: int, abort_frac: float, bad_frac: float,
     total = Counter(o["outcome"] for o in outs)
     good = by_kind.get("good", Counter())
     bad_sent = sum(sum(by_kind.get(k, Counter()).values()) for k in BAD_KINDS)
+    verdicts: dict[str, Counter] = {}
+    for r, o in zip(reqs, outs, strict=True):
+        if "verdict" in o:
+            verdicts.setdefault(r["kind"], Counter())[o["verdict"]] += 1
+    bad = sum((verdicts.get(k, Counter()) for k in BAD_KINDS), Counter())
     healthy = requests.get(url + "/health", timeout=30).status_code == 200
     log = log_text()
     leak_lines = [ln for ln in log.splitlines() if LEAK.search(ln)]
@@ -157,6 +179,9 @@ def soak(url: str, n: int, concurrency: int, abort_frac: float, bad_frac: float,
         "no_hung": total["hung"] == 0,
         "every_bad_request_answered": all(by_kind.get(k, Counter())["hung"] == 0
                                           for k in BAD_KINDS),
+        "every_bad_request_a_clear_4xx": bad["clear_4xx"] == bad_sent,
+        "no_5xx_on_bad_input": bad["5xx"] == 0,
+        "openai_fields_accepted": verdicts.get(GOOD_OPENAI, Counter())["rejected"] == 0,
         "pool_back_to_start": after["free_tokens"] == before["free_tokens"]
                               and after["used_tokens"] == 0,
         "no_leak_in_log": not leak_lines,
@@ -165,10 +190,13 @@ def soak(url: str, n: int, concurrency: int, abort_frac: float, bad_frac: float,
     errors = Counter(o["detail"] for r, o in zip(reqs, outs, strict=True)
                      if o["outcome"] == "errored" and r["kind"] == "good")
     return {
-        "sent": n, "completed": total["completed"], "aborted": total["aborted"],
+        "sent": len(reqs), "completed": total["completed"], "aborted": total["aborted"],
         "errored": total["errored"], "hung": total["hung"],
         "lost": sum(good.values()) - good["completed"],
-        "bad_requests_sent": bad_sent,
+        "bad_requests_sent": bad_sent, "bad_clear_4xx": bad["clear_4xx"],
+        "bad_unclear_4xx": bad["unclear_4xx"], "bad_5xx": bad["5xx"],
+        "bad_accepted": bad["accepted"],
+        "verdicts": {k: dict(v) for k, v in sorted(verdicts.items())},
         "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
         "good_request_errors": dict(errors),
         "kv_pool_before": before, "kv_pool_after": after,
@@ -177,6 +205,56 @@ def soak(url: str, n: int, concurrency: int, abort_frac: float, bad_frac: float,
         "wall_s": wall, "checks": checks, "passed": all(checks.values()),
         "config": {"requests": n, "concurrency": concurrency, "abort_frac": abort_frac,
                    "bad_frac": bad_frac, "seed": seed, "timeout_s": timeout_s},
+    }
+
+
+KILLS = ("sglang::scheduler", "sglang::detokenizer", "sglang::scheduler_TP1")
+
+
+def start(model: str, extra: list[str], tag: str):
+    from benchmark.serving.launch import Server
+
+    args = ["--model-path", model, "--chunked-prefill-size", "64", *extra]
+    return Server(args, log_path=f"/tmp/duet_soak_{tag}_{os.getpid()}.log").start(timeout=600)
+
+
+def suite(model: str, n: int, concurrency: int, abort_frac: float, bad_frac: float, seed: int,
+          timeout_s: float, drain_deadline_s: float, kills: tuple[str, ...] = KILLS,
+          tp_kill: int = 2) -> dict:
+    """The whole fault suite, each part on its own server; returns the report."""
+    from benchmark.serving import faults
+
+    with open(os.path.join(model, "config.json")) as f:
+        cfg = json.load(f)
+    vocab, context = int(cfg["vocab_size"]), int(cfg["max_position_embeddings"])
+    srv = start(model, ["--duet-drain-timeout-s", str(drain_deadline_s)], "mixed")
+    try:
+        big = faults.health_during_big_body(srv.url)
+        mixed = soak(srv.url, n, concurrency, abort_frac, bad_frac, seed, timeout_s, vocab,
+                     context, log_text=lambda: srv.log(tail=0))
+        drained = faults.drain(srv, drain_deadline_s)
+    finally:
+        srv.stop()
+    killed = {}
+    for title in kills:
+        tp = ["--tp-size", str(tp_kill)] if "_TP" in title else []
+        srv = start(model, tp, title.split("::")[-1])
+        try:
+            killed[title] = faults.kill_child(srv, title)
+        finally:
+            srv.stop()
+    return {
+        "tried": mixed["sent"], "clear_4xx": mixed["bad_clear_4xx"],
+        "bad_input_5xx": mixed["bad_5xx"], "lost": mixed["lost"], "hung": mixed["hung"],
+        "kv_pool_at_end": mixed["kv_pool_after"], "health_during_10mb_body": big,
+        "time_to_503_s": {t: r.get("time_to_503_s") for t, r in killed.items()},
+        "time_to_exit_s": {"drain": drained["time_to_exit_s"],
+                           **{t: r.get("time_to_exit_s") for t, r in killed.items()}},
+        "passed": mixed["passed"] and drained["passed"] and big["big_request_status"] == 400
+        and all(
+            r["passed"] for r in killed.values()),
+        "mixed": mixed, "drain": drained, "kill": killed,
+        "server": "python -m sglang_duet.launch_server --chunked-prefill-size 64 (tiny model)",
     }
 
 
@@ -189,10 +267,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bad-frac", type=float, default=0.08)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout-s", type=float, default=180.0, help="per request")
-    p.add_argument("--url", default=None, help="use a running server instead of starting one")
-    p.add_argument("--system", default="duet", choices=sorted(SYSTEMS))
+    p.add_argument("--drain-deadline-s", type=float, default=3.0,
+                   help="the server's --duet-drain-timeout-s in the drain scenario")
+    p.add_argument("--kill", default=",".join(KILLS),
+                   help="child processes to kill, one server each ('' for none)")
     p.add_argument("--model", default=None, help="default: the embedded tiny model")
-    p.add_argument("--server-args", default="")
     p.add_argument("--out", default=os.path.join(RESULTS_DIR, "soak.json"))
     a = p.parse_args(argv)
     model = a.model
@@ -200,29 +279,15 @@ def main(argv: list[str] | None = None) -> int:
         from sglang_duet.tiny_model import default_model_path
 
         model = str(default_model_path())
-    with open(os.path.join(model, "config.json")) as f:
-        cfg = json.load(f)
-    vocab, context = int(cfg["vocab_size"]), int(cfg["max_position_embeddings"])
-    srv = None
-    try:
-        if a.url is None:
-            srv = make_server(SYSTEMS[a.system], model, extra=a.server_args.split(),
-                              log_path=f"/tmp/duet_soak_{os.getpid()}.log").start()
-        url = a.url or srv.url
-        report = soak(url, a.requests, a.concurrency, a.abort_frac, a.bad_frac, a.seed,
-                      a.timeout_s, vocab, context,
-                      log_text=(lambda: srv.log(tail=0)) if srv else (lambda: ""))
-        report["server"] = " ".join(srv.command()[1:]) if srv else url
-    finally:
-        if srv:
-            srv.stop()
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(report, f, indent=1)
-    print(json.dumps({k: report[k] for k in ("sent", "completed", "aborted", "errored", "hung",
-                                             "lost", "passed")}))
-    print(f"[soak] pool before {report['kv_pool_before']} after {report['kv_pool_after']}; "
-          f"checks {report['checks']}; wrote {a.out}")
+    report = suite(model, a.requests, a.concurrency, a.abort_frac, a.bad_frac, a.seed,
+                   a.timeout_s, a.drain_deadline_s, tuple(k for k in a.kill.split(",") if k))
+    from benchmark.stamp import write_result
+
+    write_result(a.out, report)
+    print(json.dumps({k: report[k] for k in ("tried", "clear_4xx", "bad_input_5xx", "lost",
+                                             "hung", "time_to_503_s", "time_to_exit_s",
+                                             "kv_pool_at_end", "passed")}))
+    print(f"[soak] wrote {a.out}")
     return 0 if report["passed"] else 1
 
 

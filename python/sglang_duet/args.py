@@ -1,4 +1,8 @@
-"""DuetArgs: the duet flags, one frozen dataclass whose fields generate the `--duet-*` CLI."""
+"""DuetArgs: the duet flags, one frozen dataclass whose fields generate the `--duet-*` CLI.
+
+The accepted names come from the registries they select from (policy modes, partition backends,
+latency hardware profiles), so a new registry entry is a new CLI choice with no edit here.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +11,23 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_duet.cli_args import ArgError, add_dataclass_args, check_fields, from_namespace
+from sglang_duet.latency.hardware import HARDWARE, HARDWARE_ALIASES
+from sglang_duet.partition.registry import BACKEND_NAMES
+from sglang_duet.policy import POLICY_MODES
 from sglang_duet.router import ROUTERS
 
-MODES = ("adaptive", "aggregated", "spatial")
-PARTITION_BACKENDS = ("auto", "green-ctx", "libsmctrl", "none")
-# Hardware profiles of sglang_duet.latency; "auto" reads the device name at start-up.
-HARDWARE_CHOICES = ("auto", "h100-sxm", "h200", "a100-80g", "cpu")
+MODES: tuple[str, ...] = tuple(POLICY_MODES)
+PARTITION_BACKENDS: tuple[str, ...] = tuple(BACKEND_NAMES)
+# "auto" reads the device name at start-up; "cpu" is the CPU serving profile (runtime/components).
+HARDWARE_CHOICES: tuple[str, ...] = ("auto", *HARDWARE, *HARDWARE_ALIASES, "cpu")
 # sglang_duet.router's registry, plus SGLang's own data-parallel controller
-ROUTER_CHOICES = (*ROUTERS, "sglang")
+ROUTER_CHOICES: tuple[str, ...] = (*ROUTERS, "sglang")
+PREFIX = "--duet-"
 
 
-class DuetArgError(ValueError):
+class DuetArgError(ArgError):
     """A duet flag got a value it does not accept; the message names the flag."""
-
-
-def _choice(*choices: str) -> dict[str, Any]:
-    return {"choices": choices}
 
 
 @dataclass(frozen=True)
@@ -33,18 +38,19 @@ class DuetArgs:
             "help": "adaptive: aggregated mixed batches unless the predicted TBT breaks the SLO, "
             "then spatial; aggregated: never split; spatial: split whenever both phases "
             "have work.",
-            **_choice(*MODES),
+            "choices": MODES,
         },
     )
     tbt_slo_ms: float = field(
         default=100.0,
-        metadata={"help": "Time-between-tokens SLO in milliseconds (> 0).", "min": 0.0},
+        metadata={"help": "Time-between-tokens SLO in milliseconds (> 0, finite).", "min": 0.0},
     )
     partition_backend: str = field(
         default="auto",
         metadata={
-            "help": "SM partition backend: auto tries green-ctx, then libsmctrl, then none.",
-            **_choice(*PARTITION_BACKENDS),
+            "help": "SM partition backend: auto tries green-ctx, then libsmctrl, then none; a "
+            "named GPU backend that is not usable here fails start-up.",
+            "choices": PARTITION_BACKENDS,
         },
     )
     max_lookahead: int = field(
@@ -67,16 +73,17 @@ class DuetArgs:
         metadata={
             "help": "Hardware profile of the latency model; auto detects the GPU "
             "(cpu when there is none).",
-            **_choice(*HARDWARE_CHOICES),
+            "choices": HARDWARE_CHOICES,
         },
     )
     calibration: str | None = field(
         default=None,
-        metadata={"help": "Latency-model calibration: a name or a JSON path."},
+        metadata={"help": "Latency-model calibration: a name or a JSON path (checked at start)."},
     )
     plan_log: str | None = field(
         default=None,
-        metadata={"help": "Write every BatchPlan as one JSON line to PATH.tp<rank>.dp<rank>."},
+        metadata={"help": "Write every BatchPlan as one JSON line to PATH.tp<rank>.dp<rank> "
+                          "(the directory must exist and be writable)."},
     )
     router: str = field(
         default="duet",
@@ -84,7 +91,7 @@ class DuetArgs:
             "help": "--dp-size dispatch: duet (latency-model router), round-robin, "
             "least-tokens, total-requests, total-tokens (sglang_duet.router), or sglang "
             "(SGLang's own controller and --load-balance-method).",
-            **_choice(*ROUTER_CHOICES),
+            "choices": ROUTER_CHOICES,
         },
     )
     online_correction: bool = field(
@@ -93,24 +100,14 @@ class DuetArgs:
     )
 
     def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            flag = self.flag(f.name)
-            choices = f.metadata.get("choices")
-            if choices is not None and value not in choices:
-                raise DuetArgError(
-                    f"{flag}: invalid value {value!r}; accepted values: {', '.join(choices)}"
-                )
-            if "min" in f.metadata:
-                lo = f.metadata["min"]
-                bad = value <= lo if isinstance(value, float) else value < lo
-                if bad:
-                    rel = ">" if isinstance(value, float) else ">="
-                    raise DuetArgError(f"{flag}: invalid value {value!r}; must be {rel} {lo}")
+        try:
+            check_fields(self, PREFIX)
+        except ArgError as e:
+            raise DuetArgError(str(e)) from None
 
     @staticmethod
     def flag(name: str) -> str:
-        return "--duet-" + name.replace("_", "-")
+        return PREFIX + name.replace("_", "-")
 
     @property
     def tbt_slo_s(self) -> float:
@@ -118,44 +115,15 @@ class DuetArgs:
 
     @classmethod
     def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:
-        group = parser.add_argument_group("sglang-duet")
-        for f in dataclasses.fields(cls):
-            kwargs: dict[str, Any] = {"dest": "duet_" + f.name, "help": f.metadata["help"]}
-            if f.type in (bool, "bool"):
-                kwargs["action"] = argparse.BooleanOptionalAction
-                kwargs["default"] = f.default
-            else:
-                # Parse as str so that a bad value reaches __post_init__'s message (which lists
-                # the accepted values) instead of argparse's generic one.
-                kwargs["default"] = f.default
-                kwargs["type"] = str
-                kwargs["metavar"] = "{" + ",".join(f.metadata["choices"]) + "}" if (
-                    "choices" in f.metadata) else f.name.upper()
-            group.add_argument(cls.flag(f.name), **kwargs)
+        add_dataclass_args(parser.add_argument_group("sglang-duet"), cls, prefix=PREFIX,
+                           dest_prefix="duet_")
 
     @classmethod
     def from_cli_args(cls, ns: argparse.Namespace) -> DuetArgs:
-        values: dict[str, Any] = {}
-        for f in dataclasses.fields(cls):
-            raw = getattr(ns, "duet_" + f.name)
-            values[f.name] = _convert(f, raw)
-        return cls(**values)
+        try:
+            return from_namespace(cls, ns, prefix=PREFIX, dest_prefix="duet_")
+        except ArgError as e:
+            raise DuetArgError(str(e)) from None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def _convert(f: dataclasses.Field, raw: Any) -> Any:
-    if raw is None or not isinstance(raw, str):
-        return raw
-    kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-    try:
-        if kind.startswith("int"):
-            return int(raw)
-        if kind.startswith("float"):
-            return float(raw)
-    except ValueError:
-        raise DuetArgError(
-            f"{DuetArgs.flag(f.name)}: invalid value {raw!r}; expected {kind.split()[0]}"
-        ) from None
-    return raw

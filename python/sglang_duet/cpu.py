@@ -19,9 +19,11 @@ CPU_SETTINGS: dict[str, tuple[object, str]] = {
     "sampling_backend": ("pytorch", "flashinfer sampling needs CUDA"),
     "disable_cuda_graph": (True, "CUDA graphs need CUDA"),
     "dtype": ("float32", "CPUs without AMX have no fast bf16/fp16 matmuls"),
-    # SGLang sizes the KV pool from a fraction of device memory, which can come out negative on
-    # the CPU; a small fraction plus an explicit token count sizes it by tokens instead.
-    "mem_fraction_static": (0.05, "KV pool sized by tokens on the CPU"),
+    # SGLang budgets the KV pool as (free memory after the load) - (free memory before it) *
+    # (1 - fraction) and refuses to start when that is <= 0. On the CPU "free memory" is the
+    # whole machine's, so with 0.05 any other process growing by 5% during our load aborted
+    # start-up. 0.5 tolerates that; the explicit token count below still sets the pool's size.
+    "mem_fraction_static": (0.5, "KV pool sized by tokens on the CPU"),
     "max_total_tokens": (16384, "KV pool of 16384 tokens"),
     # An idle SGLang scheduler otherwise polls its sockets in a busy loop and pins a core; on a
     # 2-core machine that steals half the CPU from the next forward pass. The sleeper blocks on

@@ -1,7 +1,9 @@
 """python -m sglang_duet.launch_server [every SGLang flag] [--duet-* flags]
 
 Starts SGLang's HTTP server, tokenizer manager and detokenizer unchanged, and runs the scheduler
-process as DuetScheduler by handing SGLang's launcher our scheduler-process function. Stock
+process as DuetScheduler by handing SGLang's launcher our scheduler-process function. Around
+them it adds what `sglang_duet.server` provides (request limits and checks, SIGTERM drain, a
+clean end when a child dies) and checks the flags SGLang would check late or not at all. Stock
 `python -m sglang.launch_server` in the same environment is not affected.
 """
 
@@ -15,6 +17,8 @@ import sys
 
 from sglang_duet.args import DuetArgError, DuetArgs
 from sglang_duet.cpu import apply_cpu_settings, bind_cpu_threads, cuda_available
+from sglang_duet.server import startup
+from sglang_duet.server.config import ServeArgs
 
 logger = logging.getLogger("sglang_duet.launch_server")
 
@@ -24,6 +28,8 @@ DUET_REQUIRED = {
     "disable_overlap_schedule": (True, "the duet loop launches decode and prefill itself"),
     "enable_mixed_chunk": (True, "aggregated plans run SGLang's mixed chunked-prefill batches"),
 }
+# The name /v1/models lists for the embedded tiny model (instead of its cache path).
+TINY_MODEL_NAME = "default"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,24 +44,25 @@ def build_parser() -> argparse.ArgumentParser:
         if action.dest == "model_path":
             action.required = False  # the embedded tiny model is the default without a GPU
     DuetArgs.add_cli_args(parser)
+    ServeArgs.add_cli_args(parser)
     return parser
 
 
-def explicit_dests(parser: argparse.ArgumentParser, argv: list[str]) -> set[str]:
-    """Destinations of the options that appear on the command line."""
-    found = set()
-    options = parser._option_string_actions
-    for tok in argv:
-        if not tok.startswith("-"):
-            continue
-        name = tok.split("=", 1)[0]
-        if name in options:
-            found.add(options[name].dest)
-    return found
+def _fail(parser: argparse.ArgumentParser, reason: str | None) -> None:
+    if reason:
+        parser.exit(2, f"{parser.prog}: error: {reason}\n")
+
+
+def _no_cuda_settings(ns: argparse.Namespace, explicit: set[str]) -> None:
+    logger.info("no CUDA device: applying the CPU serving settings")
+    apply_cpu_settings(ns, explicit)
+    bind_cpu_threads(int(ns.tp_size or 1))
+    # No CUDA, no CUDA coredump to wait for if a child fails.
+    os.environ.setdefault("SGLANG_CUDA_COREDUMP_BEFORE_CRASH", "false")
 
 
 def resolve(argv: list[str]):
-    """Parse and resolve argv into (ServerArgs, DuetArgs); exits with status 2 on a bad flag."""
+    """Parse and check argv into (ServerArgs, DuetArgs, ServeArgs); exits 2 on a bad flag."""
     parser = build_parser()
     ns = parser.parse_args(argv)
     logging.basicConfig(
@@ -65,68 +72,54 @@ def resolve(argv: list[str]):
     )
     try:
         duet = DuetArgs.from_cli_args(ns)
+        serve = ServeArgs.from_cli_args(ns)
     except DuetArgError as e:
-        parser.exit(2, f"{parser.prog}: error: {e}\n")
-    explicit = explicit_dests(parser, argv)
+        _fail(parser, str(e))
+    explicit = startup.explicit_dests(parser, argv)
     has_gpu = cuda_available()
+    _fail(parser, startup.check_partition_backend(duet.partition_backend, has_gpu))
+    _fail(parser, startup.check_calibration(duet.calibration))
+    _fail(parser, startup.check_plan_log(duet.plan_log))
+    _fail(parser, startup.check_model_path(ns.model_path))
+    _fail(parser, startup.check_port(ns.host, ns.port))
     if not has_gpu:
-        logger.info("no CUDA device: applying the CPU serving settings")
-        apply_cpu_settings(ns, explicit)
-        bind_cpu_threads(int(ns.tp_size or 1))
+        _no_cuda_settings(ns, explicit)
     if ns.model_path is None:
         if has_gpu:
-            parser.exit(2, f"{parser.prog}: error: --model-path is required on a GPU machine\n")
+            _fail(parser, "--model-path is required on a GPU machine")
         from sglang_duet.tiny_model import default_model_path
 
         ns.model_path = str(default_model_path())
-        logger.info("no --model-path: serving the embedded tiny model at %s", ns.model_path)
+        if "served_model_name" not in explicit:
+            ns.served_model_name = TINY_MODEL_NAME
+        logger.info("no --model-path: serving the embedded tiny model at %s as %r",
+                    ns.model_path, ns.served_model_name)
     for dest, (value, why) in DUET_REQUIRED.items():
         if dest in explicit and getattr(ns, dest) != value:
             logger.warning("duet: overriding %s=%r (%s)", dest, getattr(ns, dest), why)
         setattr(ns, dest, value)
     from sglang.srt.server_args import ServerArgs
 
-    return ServerArgs.from_cli_args(ns), duet
+    return ServerArgs.from_cli_args(ns), duet, serve
 
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    server_args, duet = resolve(argv)
+    server_args, duet, serve = resolve(argv)
     from sglang.srt.entrypoints.http_server import app, launch_server
     from sglang.srt.utils import kill_process_tree
 
-    from sglang_duet import validation
     from sglang_duet.runtime.process import run_duet_scheduler_process
+    from sglang_duet.server.install import install_router, launch_kwargs
 
-    logger.info("duet: %s", duet.to_dict())
-    validation.install(app)
-    _install_router(app, server_args, duet.to_dict())
+    logger.info("duet: %s; serving: %s", duet.to_dict(), serve.to_dict())
+    kwargs = launch_kwargs(app, serve,
+                           functools.partial(run_duet_scheduler_process, duet.to_dict()))
+    install_router(app, server_args, duet.to_dict())
     try:
-        launch_server(
-            server_args,
-            run_scheduler_process_func=functools.partial(
-                run_duet_scheduler_process, duet.to_dict()
-            ),
-        )
+        launch_server(server_args, **kwargs)
     finally:
         kill_process_tree(os.getpid(), include_parent=False)
-
-
-def _install_router(app, server_args, duet_args: dict) -> None:
-    """The /get_load the gateway reads, and, with --dp-size > 1, our dispatch in SGLang's
-    data-parallel controller (swapped in this launcher process only; stock SGLang elsewhere in
-    the environment is untouched)."""
-    from sglang_duet.runtime import gateway_load
-
-    gateway_load.install(app, duet_args, server_args)
-    if server_args.dp_size > 1 and duet_args["router"] != "sglang":
-        import sglang.srt.entrypoints.engine as engine
-
-        from sglang_duet.runtime.dispatch import run_duet_dp_controller_process
-
-        engine.run_data_parallel_controller_process = functools.partial(
-            run_duet_dp_controller_process, duet_args
-        )
 
 
 if __name__ == "__main__":

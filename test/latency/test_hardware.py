@@ -20,7 +20,11 @@ class TestProfiles:
 
     def test_unknown_name_lists_choices(self):
         with pytest.raises(ValueError, match="h100-sxm"):
-            get_hardware("h100")
+            get_hardware("h100-pcie")
+
+    def test_short_names_are_aliases(self):  # #16: the names the partition CLI suggests
+        assert get_hardware("h100") is get_hardware("h100-sxm")
+        assert get_hardware("a100") is get_hardware("a100-80g")
 
 
 class TestComputeCurve:

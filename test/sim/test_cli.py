@@ -45,3 +45,19 @@ def test_errors_are_one_line_exit_2(argv, capsys):
     assert main(argv + ["--num-requests", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("sglang_duet.sim: error:")
+
+
+@pytest.mark.parametrize("argv", [["--tbt-slo-ms", "nan"], ["--ttft-slo-ms", "inf"],
+                                  ["--qps", "nan"], ["--mem-fraction", "nan"]])
+def test_non_finite_times_rejected(argv, capsys):
+    """#16 item 8: NaN/inf are not times; the simulator says so like the server does."""
+    assert main(argv + ["--num-requests", "3", "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "finite" in err[0] and argv[0] in err[0]
+
+
+def test_help_lists_registry_choices_and_defaults(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "[default: 100.0]" in out and "h100-sxm" in out and "round-robin" in out

@@ -137,10 +137,14 @@ HARDWARE: dict[str, HardwareSpec] = {
 }
 
 
+# Short names people type (and `python -m sglang_duet.partition --hardware` takes) -> profile.
+HARDWARE_ALIASES: dict[str, str] = {"h100": "h100-sxm", "a100": "a100-80g"}
+
+
 def get_hardware(name: str) -> HardwareSpec:
-    """Built-in profile by name; ValueError naming the accepted names otherwise."""
+    """Built-in profile by name or alias; ValueError naming the accepted names otherwise."""
     try:
-        return HARDWARE[name]
+        return HARDWARE[HARDWARE_ALIASES.get(name, name)]
     except KeyError:
         raise ValueError(
             f"unknown hardware {name!r}; accepted: {', '.join(sorted(HARDWARE))}"

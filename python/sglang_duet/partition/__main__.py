@@ -1,7 +1,7 @@
 """python -m sglang_duet.partition: which backends work here, what `auto` picks, the menu.
 
-On a machine without a GPU, `--hardware h100|h200|a100` shows the menus the backends would
-build on that GPU (granularity from NVIDIA's per-architecture table).
+On a machine without a GPU, `--hardware h100-sxm|h200|a100-80g` (aliases h100, a100) shows the
+menus the backends would build on that GPU (granularity from NVIDIA's per-architecture table).
 """
 
 from __future__ import annotations
@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         total = backend.num_sms(args.device)
         print(f"\nmenu: none (one stream{f' on {total} SMs' if total else ''})")
         if total == 0:
-            print("no CUDA device here; pass --hardware h100|h200|a100 to see a planned menu")
+            print("no CUDA device here; pass --hardware h100-sxm|h200|a100-80g to see a planned"
+                  " menu")
         return 0
     if args.build:
         menu = PartitionMenu.build(

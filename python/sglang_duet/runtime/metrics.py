@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter as PyCounter
 from typing import Any
 
 from sglang_duet.policy import BatchPlan
+from sglang_duet.policy.plan import MODES
 
 logger = logging.getLogger("sglang_duet.plan")
+SUMMARY_S = 30.0  # one INFO summary line per this many seconds with work (like SGLang's)
+# What a mode switch is for the INFO log: spatial vs not (decode-only and idle plans come and go
+# every few iterations in adaptive mode; they are logged at DEBUG).
+_SWITCH_CLASS = {"spatial": "spatial", "aggregated": "aggregated", "decode_only": "aggregated"}
 
 
 class DuetMetrics:
@@ -22,8 +28,13 @@ class DuetMetrics:
     planned, by `lookahead.REASONS` key, e.g. flashinfer).
     """
 
-    def __init__(self, enabled: bool, labels: dict[str, str], plan_log: str | None = None):
+    def __init__(self, enabled: bool, labels: dict[str, str], plan_log: str | None = None,
+                 clock=time.monotonic):
         self.counts: PyCounter[str] = PyCounter()
+        self._clock = clock
+        self._window: PyCounter[str] = PyCounter()
+        self._window_start = clock()
+        self._last_class: str | None = None
         self.spatial_decode_steps = 0
         self.discarded = 0
         self.slo_misses = 0
@@ -51,9 +62,14 @@ class DuetMetrics:
         self.slo_misses += miss
         if self._prom is not None:
             self._prom.record(plan, measured_s, miss, discarded, decode_steps, limited)
+        self._summarize(plan, miss, discarded)
         if plan.mode != self.last_mode:
             self.last_mode = plan.mode
-            logger.info(
+            cls = _SWITCH_CLASS.get(plan.mode)
+            switch = cls is not None and cls != self._last_class
+            self._last_class = cls or self._last_class
+            logger.log(
+                logging.INFO if switch else logging.DEBUG,
                 "duet-plan %s",
                 json.dumps(
                     {
@@ -71,6 +87,22 @@ class DuetMetrics:
                     sort_keys=True,
                 ),
             )
+
+    def _summarize(self, plan: BatchPlan, miss: bool, discarded: int) -> None:
+        w = self._window
+        w[plan.mode] += 1
+        w["slo_misses_predicted"] += miss
+        w["lookahead_discarded"] += discarded
+        now = self._clock()
+        if now - self._window_start < SUMMARY_S:
+            return
+        busy = {m: w[m] for m in MODES if m != "idle" and w[m]}
+        if busy:
+            logger.info("duet-plan summary %s", json.dumps(
+                {"window_s": round(now - self._window_start, 1), "iterations": busy,
+                 "slo_misses_predicted": w["slo_misses_predicted"],
+                 "lookahead_discarded": w["lookahead_discarded"]}, sort_keys=True))
+        self._window, self._window_start = PyCounter(), now
 
 
 def plan_log_line(plan: BatchPlan, measured_s: float, decode_steps: int, limited: str) -> dict:
@@ -106,6 +138,12 @@ class _Prometheus:
                              names)
         self.limited = Counter(p + "lookahead_limited", "Spatial iterations with fewer "
                                "look-ahead steps than planned, by reason", names + ["reason"])
+        # Every documented series exists from start-up, at 0 (a counter only appears once its
+        # labels are first used).
+        for counter in (self.miss, self.disc, self.steps):
+            counter.labels(**labels)
+        for mode in MODES:
+            self.iters.labels(**labels, mode=mode)
 
     def record(self, plan: BatchPlan, measured_s: float, miss: bool, discarded: int,
                decode_steps: int, limited: str = "") -> None:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import MISSING, fields, replace
 from typing import Any
 
+from sglang_duet.cli_args import add_dataclass_args, check_fields, from_namespace
 from sglang_duet.latency import HARDWARE, MODELS
+from sglang_duet.latency.hardware import HARDWARE_ALIASES
 from sglang_duet.policy import POLICY_MODES
 
 from .arrivals import Workload, build_arrivals
@@ -28,7 +29,7 @@ __all__ = ["main", "run_config"]
 _CHOICES: dict[str, list[str]] = {
     "policy": [*policy_names(), "all"],
     "model": sorted(MODELS),
-    "hardware": sorted(HARDWARE),
+    "hardware": [*sorted(HARDWARE), *sorted(HARDWARE_ALIASES)],
     "duet_mode": list(POLICY_MODES),
     "router": list(ROUTERS),
 }
@@ -37,15 +38,7 @@ _CHOICES: dict[str, list[str]] = {
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m sglang_duet.sim",
                                 description=(__doc__ or "").split("\n")[0])
-    for f in fields(SimConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default if f.default is not MISSING else None
-        # annotations are strings ("float | None"): the first name is the value type
-        kind = {"int": int, "float": float, "str": str}[str(f.type).split(" ")[0]]
-        help_ = f.metadata.get("help", "")
-        if f.name in _CHOICES:
-            help_ += f" ({', '.join(_CHOICES[f.name])})"
-        p.add_argument(flag, type=kind, default=default, help=f"{help_} [default: {default}]")
+    add_dataclass_args(p, SimConfig, choices=_CHOICES)
     p.add_argument("--out", default=None, help="write the full metrics + config as JSON here")
     p.add_argument("--quiet", action="store_true", help="no summary, no progress bar")
     return p
@@ -140,9 +133,9 @@ def format_summary(report: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    kw = {f.name: getattr(args, f.name) for f in fields(SimConfig)}
     try:
-        cfg = replace(SimConfig(), **kw)
+        cfg = from_namespace(SimConfig, args)
+        check_fields(cfg, choices=_CHOICES)  # one-line errors naming the flag, finite times
         report = run_config(cfg, show_progress=not args.quiet)
     except (TraceError, ValueError) as e:
         print(f"sglang_duet.sim: error: {e}", file=sys.stderr)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, fields
 
 __all__ = ["SimConfig"]
 
@@ -36,6 +37,10 @@ class SimConfig:
 
     def validate(self) -> SimConfig:
         """Raise ValueError (one line) on values no run can use."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ValueError(f"--{f.name.replace('_', '-')} must be a finite number")
         if self.gpus < 1 or self.tp < 1:
             raise ValueError("--gpus and --tp must be >= 1")
         if self.gpus % self.tp:

@@ -1,0 +1,103 @@
+"""Wire the middleware, the lifecycle and the child entry points into SGLang's launch_server.
+
+Every SGLang name touched from the launcher is here (README "Reliability" lists them):
+- `app.add_middleware` on `sglang.srt.entrypoints.http_server.app` (FastAPI public API);
+- `launch_server(init_tokenizer_manager_func=, run_scheduler_process_func=,
+  run_detokenizer_process_func=, launch_callback=)` (its documented hooks);
+- `TokenizerManager.signal_handler_class` (instance attribute, set after construction): SGLang
+  installs `sigterm_handler` / `running_phase_sigquit_handler` of that class on its first
+  request; ours forward to `Lifecycle`;
+- with `--dp-size > 1` and a `--duet-router` of ours: `sglang.srt.entrypoints.engine.
+  run_data_parallel_controller_process` rebound in this launcher process only (its module
+  global, read by `launch_server` when it spawns the controller), to `runtime.dispatch`'s
+  subclass of SGLang's `DataParallelController`;
+- read after start-up: `_global_state.tokenizer_manager` (.max_req_input_len, .tokenizer,
+  ._subprocess_watchdog, stopped because our own poll replaces it and the drain stops children
+  that it would report as crashed).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any
+
+from sglang_duet.server.config import ServeArgs
+from sglang_duet.server.lifecycle import Lifecycle, run_child
+from sglang_duet.server.middleware import DuetMiddleware
+from sglang_duet.server.state import ServerState
+
+logger = logging.getLogger("sglang_duet.server")
+
+
+def init_tokenizer_manager(life: Lifecycle, server_args, port_args):
+    from sglang.srt.entrypoints.engine import init_tokenizer_manager as sglang_init
+
+    tokenizer_manager, template_manager = sglang_init(server_args, port_args)
+    tokenizer_manager.signal_handler_class = life.handler_class()
+    return tokenizer_manager, template_manager
+
+
+def max_token_chars(tokenizer: Any) -> int | None:
+    """Longest vocabulary entry in characters: a byte-level token string has one character per
+    byte, so no token decodes to more characters than this (an upper bound per token)."""
+    try:
+        return max(len(t) for t in tokenizer.get_vocab())
+    except Exception:
+        return None
+
+
+def on_ready(life: Lifecycle, state: ServerState) -> None:
+    """launch_server's callback once the server serves: watch the children, learn the limits."""
+    import psutil
+    from sglang.srt.entrypoints.http_server import _global_state
+
+    tm = _global_state.tokenizer_manager
+    watchdog = getattr(tm, "_subprocess_watchdog", None)
+    if watchdog is not None:
+        watchdog.stop()
+    state.max_prompt_tokens = getattr(tm, "max_req_input_len", None)
+    state.max_token_chars = max_token_chars(getattr(tm, "tokenizer", None))
+    children = []
+    for c in psutil.Process().children():
+        try:
+            if c.cmdline() and c.cmdline()[0].startswith("sglang::"):
+                children.append(c)
+        except psutil.Error:
+            continue
+    life.watch(children)
+    state.ready = True
+    logger.info("limits: prompts up to %s tokens (text over %s chars/token rejected before "
+                "tokenizing)", state.max_prompt_tokens, state.max_token_chars)
+
+
+def launch_kwargs(app: Any, serve: ServeArgs, scheduler_func: Any) -> dict[str, Any]:
+    """Install the middleware on `app`; the keyword arguments for SGLang's launch_server."""
+    from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
+
+    state = ServerState()
+    life = Lifecycle(state, serve.drain_timeout_s)
+    app.add_middleware(DuetMiddleware, limits=serve, state=state, on_startup=life.attach)
+    return {
+        "init_tokenizer_manager_func": functools.partial(init_tokenizer_manager, life),
+        "run_scheduler_process_func": functools.partial(run_child, scheduler_func),
+        "run_detokenizer_process_func": functools.partial(run_child, run_detokenizer_process),
+        "launch_callback": functools.partial(on_ready, life, state),
+    }
+
+
+def install_router(app: Any, server_args: Any, duet_args: dict) -> None:
+    """The /get_load the gateway reads, and, with --dp-size > 1, our dispatch in SGLang's
+    data-parallel controller (swapped in this launcher process only; stock SGLang elsewhere in
+    the environment is untouched)."""
+    from sglang_duet.runtime import gateway_load
+
+    gateway_load.install(app, duet_args, server_args)
+    if server_args.dp_size > 1 and duet_args["router"] != "sglang":
+        import sglang.srt.entrypoints.engine as engine
+
+        from sglang_duet.runtime.dispatch import run_duet_dp_controller_process
+
+        engine.run_data_parallel_controller_process = functools.partial(
+            run_duet_dp_controller_process, duet_args
+        )

@@ -1,0 +1,192 @@
+"""ASGI middleware in front of SGLang's FastAPI app (installed by sglang_duet.launch_server only).
+
+For every request: /health answers at once (200 once started with every child alive, 503 when
+draining or dead; SGLang's deep one-token check stays at /health_generate); an
+exception escaping the app becomes a JSON 500 on a connection that stays usable; error bodies
+never carry a traceback or a server path (the log keeps the original). For generation POSTs
+(/generate, /v1/completions, /v1/chat/completions) also: 503 while draining or dead; 413 over
+the body limit, before the body is read; JSON parsed and checked off the event loop when large
+(so /health stays fast); 400 naming the field for unknown fields, wrong types, nesting bombs and
+prompts known to be too long; a `Warning` header naming OpenAI fields that are ignored; and the
+request registered in `ServerState` until its last byte, so a drain or a child's death can end
+it with an error event instead of a cut connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sglang_duet import validation
+from sglang_duet.server.config import ServeArgs
+from sglang_duet.server.errors import error_body, leaks, scrub, scrub_json_body
+from sglang_duet.server.state import OpenRequest, ServerState
+
+logger = logging.getLogger("sglang_duet.server")
+
+HEALTH_PATHS = ("/health", "/health_generate")
+THREAD_PARSE_BYTES = 64 * 1024  # bodies above this are parsed and checked in a worker thread
+
+
+async def send_json(send: Callable, status: int, message: str,
+                    headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = error_body(status, message)
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+        *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+class DuetMiddleware:
+    def __init__(self, app: Callable, limits: ServeArgs | None = None,
+                 state: ServerState | None = None, table: dict | None = None,
+                 on_startup: Callable[[], None] | None = None):
+        self.app = app
+        self.limits = limits or ServeArgs()
+        self.state = state or ServerState()
+        self.table = table if table is not None else validation.known_fields()
+        self.on_startup = on_startup
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan" and self.on_startup is not None:
+            hook, self.on_startup = self.on_startup, None
+            try:  # on the server's event loop, after the server installed its own handlers
+                hook()
+            except (RuntimeError, ValueError) as e:  # not the main thread: keep SGLang's
+                logger.warning("sglang-duet signal handlers not installed: %s", e)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path in HEALTH_PATHS and self.state.unavailable:
+            await send_json(send, 503, self.state.unavailable)
+            return
+        if path == "/health" and self.state.ready:
+            # Answered here, at once: every child is alive (polled every 0.25 s) and the server
+            # is neither draining nor dead. SGLang's own /health runs a one-token generation and
+            # takes >= 1 s (it polls in 1 s sleeps); that deep check stays at /health_generate.
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-length", b"0")]})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        if scope.get("method") == "POST" and path in self.table:
+            await self._generation(scope, receive, send, path)
+        else:  # health checks are tracked too: one waiting on a dead child gets its 503
+            await self._guarded(scope, receive, send, path, track=path in HEALTH_PATHS)
+
+    async def _generation(self, scope: dict, receive: Callable, send: Callable, path: str) -> None:
+        if self.state.unavailable:
+            await send_json(send, 503, self.state.unavailable, [(b"retry-after", b"5")])
+            return
+        limit = self.limits.max_body_bytes
+        too_big = (f"request body over the {self.limits.max_body_mb:g} MiB limit "
+                   "(--duet-max-body-mb)")
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await send_json(send, 413, too_big, [(b"connection", b"close")])
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                return
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await send_json(send, 413, too_big, [(b"connection", b"close")])
+                return
+            chunks.append(chunk)
+            more = msg.get("more_body", False)
+        raw = b"".join(chunks)
+        try:
+            if len(raw) > THREAD_PARSE_BYTES:
+                verdict = await asyncio.to_thread(self._judge, path, raw)
+            else:
+                verdict = self._judge(path, raw)
+        except validation.BodyError as e:
+            await send_json(send, e.status, str(e))
+            return
+        headers = []
+        if verdict.ignored:
+            text = f'299 sglang-duet "ignored OpenAI field(s): {", ".join(verdict.ignored)}"'
+            headers.append((b"warning", text.encode()))
+        await self._guarded(scope, _replay(raw, receive), send, path, track=True,
+                            extra_headers=headers)
+
+    def _judge(self, path: str, raw: bytes) -> validation.Verdict:
+        body = validation.parse_json(raw)
+        return validation.check_request(
+            path, body, self.table, strict=self.limits.strict_fields,
+            max_tokens=self.state.max_prompt_tokens, max_token_chars=self.state.max_token_chars)
+
+    async def _guarded(self, scope: dict, receive: Callable, send: Callable, path: str,
+                       track: bool, extra_headers: list | None = None) -> None:
+        """Run the app; track generation requests; scrub error bodies; contain exceptions."""
+        req = OpenRequest(path, send)
+        key = self.state.register(req) if track else None
+        error: dict[str, Any] = {}  # status and buffered body of an error response
+
+        async def wrapped(msg: dict) -> None:
+            if req.closed:
+                return  # a drain or a dead child already ended this response
+            if msg["type"] == "http.response.start":
+                req.started = True
+                headers = list(msg.get("headers") or [])
+                ctype = dict(headers).get(b"content-type", b"")
+                req.sse = ctype.startswith(b"text/event-stream")
+                if msg["status"] >= 400 and not req.sse:
+                    error["start"] = {**msg, "headers": headers}
+                    error["body"] = b""
+                    return
+                msg = {**msg, "headers": headers + (extra_headers or [])}
+            elif msg["type"] == "http.response.body" and "start" in error:
+                error["body"] += msg.get("body", b"")
+                if msg.get("more_body", False):
+                    return
+                await self._send_error(send, error["start"], error["body"], path)
+                return
+            elif msg["type"] == "http.response.body" and req.sse and b'"error"' in msg.get(
+                    "body", b""):
+                msg = {**msg, "body": scrub(msg["body"].decode("utf-8", "replace")).encode()}
+            await send(msg)
+
+        try:
+            await self.app(scope, receive, wrapped)
+        except Exception:
+            logger.exception("request to %s failed", path)
+            if not req.started and not req.closed:
+                await send_json(send, 500, "internal server error (details are in the log)")
+            elif not req.closed:
+                req.closed = True
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if key is not None:
+                self.state.unregister(key)
+
+    async def _send_error(self, send: Callable, start: dict, body: bytes, path: str) -> None:
+        text = body.decode("utf-8", "replace")
+        if leaks(text):
+            logger.warning("error answer to %s scrubbed of paths/traceback; original: %s", path,
+                           text[:4000])
+        clean = scrub_json_body(body) if body else error_body(start["status"], "error")
+        headers = [(k, v) for k, v in start["headers"]
+                   if k.lower() not in (b"content-length", b"content-type")]
+        headers += [(b"content-type", b"application/json"),
+                    (b"content-length", str(len(clean)).encode())]
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": clean})
+
+
+def _replay(raw: bytes, receive: Callable) -> Callable:
+    sent = False
+
+    async def replay() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        return await receive()
+
+    return replay
