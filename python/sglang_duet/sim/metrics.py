@@ -12,12 +12,15 @@
   ``aggregated``, a batch with no prompt tokens ``decode_only`` and one with no decodes
   ``prefill_only`` whatever the planner called them; ``mean_sms_decode`` / ``mean_lookahead``
   average the spatial iterations.
+* Gaps over tau: their count and, in ``gap_causes``, how many each cause explains
+  (``attribution.py``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .attribution import gap_causes
 from .engine import SimResult
 
 __all__ = ["RESULT_KEYS", "summarize", "token_times"]
@@ -136,6 +139,8 @@ def summarize(res: SimResult, tbt_slo_s: float, ttft_slo_s: float) -> dict[str, 
         "gpu_busy_share": rnd(busy / (duration * len(res.replicas)) if duration else None),
         "kv_transfers": res.transfers,
         "kv_transfer_s": rnd(res.transfer_s),
+        "gaps_over_tau": int(np.count_nonzero(gaps > tbt_slo_s + 1e-12)),
+        "gap_causes": gap_causes(res, tbt_slo_s),
         "tokens_conserved": tokens_ok,
         "sim_wall_s": rnd(res.wall_s),
     }
