@@ -16,6 +16,13 @@
 4. ``spatial`` mode (tests, experiments): a spatial plan whenever both phases have work -- the
    best feasible one, else the best objective over the whole menu even though it misses tau.
 
+Spatial schemes (``scheme``): ``"gap"`` (default) bounds the gap a request sees, not just one
+decode step: the wait left over from the previous iteration (``carry``, the predicted tail of the
+last executed spatial plan) counts against every plan's first step, and a spatial plan runs
+enough look-ahead steps to cover its prefill within tau (``gap_optimizer``), with a safety
+margin learned from the correction's spread. ``"paper"`` is the paper's synchronous scheme
+(``PartitionOptimizer``: t_d <= tau only), kept so the difference can be reproduced.
+
 Predictions are multiplied by the online correction factors (``correction.Correction``) fed by
 ``observe``. Times are seconds, partitions SMs.
 """
@@ -29,6 +36,7 @@ from typing import TYPE_CHECKING
 from ..latency import Batch
 from .batching import chunk_waiting
 from .correction import Correction
+from .gap_optimizer import search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .plan import BatchPlan
 from .sm_menu import SmMenu
@@ -38,6 +46,7 @@ if TYPE_CHECKING:
     from ..latency import LatencyModel
 
 POLICY_MODES: tuple[str, ...] = ("adaptive", "aggregated", "spatial")
+SPATIAL_SCHEMES: tuple[str, ...] = ("gap", "paper")
 _ISSUED_KEEP = 64  # plans whose correction factors are remembered for observe()
 
 
@@ -51,9 +60,12 @@ class DuetPolicy:
         latency: LatencyModel | None = None,
         menu: SmMenu | None = None,
         correction: bool = True,
+        scheme: str = "gap",
     ) -> None:
         if mode not in POLICY_MODES:
             raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
+        if scheme not in SPATIAL_SCHEMES:
+            raise ValueError(f"scheme must be one of {SPATIAL_SCHEMES}, got {scheme!r}")
         if tbt_slo_s <= 0:
             raise ValueError(f"tbt_slo_s must be > 0, got {tbt_slo_s}")
         if token_budget < 1:
@@ -66,6 +78,8 @@ class DuetPolicy:
         if menu.total_sms != hw.num_sms:
             raise ValueError(f"menu has {menu.total_sms} SMs, {hw.name} has {hw.num_sms}")
         self.mode = mode
+        self.scheme = scheme
+        self._carry_s = 0.0  # predicted wait the running decodes start the next iteration with
         self.tbt_slo_s = float(tbt_slo_s)
         self.token_budget = int(token_budget)
         self.max_lookahead = int(max_lookahead)
@@ -93,13 +107,14 @@ class DuetPolicy:
         token_budget: int = 8192,
         max_lookahead: int = 4,
         correction: bool = True,
+        scheme: str = "gap",
     ) -> DuetPolicy:
         """Policy over the built-in ``LatencyModel(get_hardware(hardware), get_model(model, tp))``;
         default menu: TPC masks of that GPU."""
         from ..latency import LatencyModel, get_hardware, get_model
 
         latency = LatencyModel(get_hardware(hardware), get_model(model, tp=tp))
-        return cls(mode, tbt_slo_s, token_budget, max_lookahead, latency, menu, correction)
+        return cls(mode, tbt_slo_s, token_budget, max_lookahead, latency, menu, correction, scheme)
 
     # --- planning --------------------------------------------------------------------------
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState]) -> BatchPlan:
@@ -122,10 +137,13 @@ class DuetPolicy:
         dec = _decode_batch(decodes)
         if self.mode == "aggregated":
             return self._aggregated(rids, chunks, (dec, pre), "aggregated mode")
+        search = self._gap_search if self.scheme == "gap" else self._spatial_search
         if self.mode == "spatial":
-            return self._spatial_search(rids, chunks, dec, completes, pre, None, forced=True)
+            return search(rids, chunks, dec, completes, pre, None, True, decodes)
         tau = self.tbt_slo_s
         f_agg = self.correction.factor("aggregated", "total")
+        if self.scheme == "gap":  # the mixed batch's step comes on top of the carried wait
+            tau = tau / self.correction.margin("aggregated", "total") - self._carry_s
         # The prefill rows alone bound the mixed batch from below: skip building it when they
         # already miss tau (the usual case once spatial plans are needed).
         t_agg: float | None = None
@@ -133,7 +151,7 @@ class DuetPolicy:
             t_agg = self.latency.predict_union(dec, pre).total_s * f_agg
             if t_agg <= tau:
                 return self._agg_plan(rids, chunks, t_agg, f"mixed batch meets tau={_ms(tau)}")
-        return self._spatial_search(rids, chunks, dec, completes, pre, t_agg, forced=False)
+        return search(rids, chunks, dec, completes, pre, t_agg, False, decodes)
 
     def _spatial_search(
         self,
@@ -144,8 +162,9 @@ class DuetPolicy:
         pre: Batch,
         t_agg: float | None,
         forced: bool,
+        decodes: Sequence[ReqState] = (),
     ) -> BatchPlan:
-        """``t_agg``: the mixed batch's corrected time when already predicted."""
+        """The paper's search. ``t_agg``: the mixed batch's corrected time when predicted."""
         tau = self.tbt_slo_s
         factor = self.correction.factor
         f_d, f_p = factor("spatial", "decode"), factor("spatial", "prefill")
@@ -209,6 +228,43 @@ class DuetPolicy:
             (agg.predicted_total_s, 1, agg),
             (t_alone, 2, self._decode_only(rids, t_alone, why)),
         ]
+        return min(cands, key=lambda t: (t[0], t[1]))[2]
+
+    def _gap_search(
+        self,
+        rids: tuple[str, ...],
+        chunks: tuple[PrefillChunk, ...],
+        dec: Batch,
+        completes: tuple[bool, ...],
+        pre: Batch,
+        t_agg: float | None,
+        forced: bool,
+        decodes: Sequence[ReqState],
+    ) -> BatchPlan:
+        """The ``gap`` scheme's spatial plan (``gap_optimizer``); fallbacks as the paper's."""
+        corr, carry, big_k = self.correction, self._carry_s, self.max_lookahead
+        f_d, f_p = corr.factor("spatial", "decode"), corr.factor("spatial", "prefill")
+        tau = self.tbt_slo_s / max(corr.margin("spatial", "decode"),
+                                   corr.margin("spatial", "prefill"))
+        ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
+                             completes, (f_d, f_p), tau, carry, big_k,
+                             lambda: max(map(_remaining, decodes), default=1))
+        if ch.feasible:
+            why = f"gap <= tau={_ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)
+            return self._spatial(rids, ch, f_d, f_p, why)
+        why = f"no split keeps the gap <= tau={_ms(tau)}"
+        spatial = self._spatial(rids, ch, f_d, f_p, why + "; smallest gap")
+        if forced:
+            return spatial
+        t_alone = self._predict_alone(dec)
+        if carry + t_alone <= tau:
+            return self._decode_only(rids, t_alone, why + "; decodes alone do, prefill waits")
+        if t_agg is None:
+            t_agg = self.latency.predict_union(dec, pre).total_s * corr.factor("aggregated",
+                                                                               "total")
+        cands = [(gap, 0, spatial),
+                 (carry + t_agg, 1, self._agg_plan(rids, chunks, t_agg, why + "; mixed")),
+                 (carry + t_alone, 2, self._decode_only(rids, t_alone, why + "; decodes alone"))]
         return min(cands, key=lambda t: (t[0], t[1]))[2]
 
     def _predict_alone(self, dec: Batch) -> float:
@@ -291,6 +347,10 @@ class DuetPolicy:
         ``measured_s`` is attributed to the phase predicted to be critical (``measured_s / k``
         per decode step, or the prefill batch).
         """
+        self._carry_s = 0.0
+        if plan.mode == "spatial" and plan.decode_rids and plan.prefill:
+            tail = plan.predicted_prefill_s - plan.lookahead * plan.predicted_decode_s
+            self._carry_s = tail if tail > 0.0 else 0.0
         if plan.mode == "idle" or not self.correction.enabled:
             return
         f_a, f_b = self._factors_used(plan)
@@ -327,6 +387,11 @@ def _ms(t: float) -> str:
 
 def _has_prompt(waiting: Sequence[ReqState]) -> bool:
     return any(r.prompt_len > r.computed for r in waiting)
+
+
+def _remaining(r: ReqState) -> int:
+    """Decode steps ``r`` can still take (unbounded without a max_new_tokens)."""
+    return 1 << 30 if r.max_new_tokens is None else max(1, r.max_new_tokens - r.generated)
 
 
 def _decode_batch(decodes: Sequence[ReqState]) -> Batch:

@@ -54,7 +54,12 @@ class PolicySpec:
 
 def _duet(ctx: PlanContext) -> Planner:
     return DuetPolicy(ctx.duet_mode, ctx.tbt_slo_s, ctx.token_budget, ctx.max_lookahead,
-                      ctx.latency, ctx.menu, correction=True)
+                      ctx.latency, ctx.menu, correction=True, scheme="gap")
+
+
+def _duet_paper(ctx: PlanContext) -> Planner:
+    return DuetPolicy(ctx.duet_mode, ctx.tbt_slo_s, ctx.token_budget, ctx.max_lookahead,
+                      ctx.latency, ctx.menu, correction=True, scheme="paper")
 
 
 def _chunked(ctx: PlanContext) -> Planner:
@@ -72,7 +77,10 @@ def _pdmux(ctx: PlanContext) -> Planner:
 POLICIES: dict[str, PolicySpec] = {
     spec.name: spec
     for spec in (
-        PolicySpec("duet", "DuetPolicy (latency-model driven aggregated/spatial switch)", _duet),
+        PolicySpec("duet", "DuetPolicy: aggregated/spatial switch, spatial gap bounded by tau",
+                   _duet),
+        PolicySpec("duet-paper", "DuetPolicy, the paper's synchronous spatial scheme "
+                   "(t_d <= tau only)", _duet_paper),
         PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm"),
         PolicySpec("sglang-chunked", "SGLang mixed chunked prefill", _chunked),
         PolicySpec("sglang-default", "SGLang default: prefill-only batches first",
