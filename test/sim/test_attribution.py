@@ -29,11 +29,16 @@ def test_prefill_first_pauses_decode():
     assert "aggregated_over_tau" not in _causes(m)
 
 
-def test_synchronous_spatial_waits_behind_prefill():
+@pytest.mark.parametrize("k", [1, 4])
+def test_synchronous_spatial_waits_behind_prefill_and_the_gap_scheme_does_not(k):
     # the paper's scheme: k look-ahead steps, then the decodes wait for the longer prefill
-    _, m = run(LONG_PREFILLS, "duet", gpus=1, duet_mode="spatial", tbt_slo_ms=30.0,
-               max_lookahead=1)
+    _, m = run(LONG_PREFILLS, "duet-paper", gpus=1, duet_mode="spatial", tbt_slo_ms=30.0,
+               max_lookahead=k)
     assert _causes(m).get("waiting_behind_spatial_prefill", 0) > 0
+    _, m = run(LONG_PREFILLS, "duet", gpus=1, duet_mode="spatial", tbt_slo_ms=30.0,
+               max_lookahead=k)
+    assert m["mode_share"].get("spatial", 0) > 0
+    assert _causes(m).get("waiting_behind_spatial_prefill", 0) == 0
 
 
 def test_retraction_is_preemption():
@@ -60,5 +65,7 @@ def test_every_gap_over_tau_has_one_cause(policy):
     _, m = run(w, policy, tbt_slo_ms=40.0)
     assert set(m["gap_causes"]) == set(CAUSES)
     assert sum(m["gap_causes"].values()) == m["gaps_over_tau"]
-    if policy not in ("sglang-pdmux", "dynamo-1p1d"):  # these keep every gap under 40 ms here
+    if policy in ("duet", "sglang-pdmux", "dynamo-1p1d"):  # these keep every gap within tau
+        assert m["gaps_over_tau"] == 0
+    else:
         assert m["gaps_over_tau"] > 0

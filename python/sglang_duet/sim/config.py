@@ -29,6 +29,10 @@ class SimConfig:
     duet_mode: str = _f("adaptive", "duet policy mode: adaptive, aggregated or spatial")
     router: str = _f("round-robin", "round-robin or least-tokens")
     mem_fraction: float = _f(0.88, "share of GPU memory for weights + KV (SGLang's static)")
+    kv_xfer_gbps: float = _f(4.3, "1P1D KV transfer throughput (GB/s, all transfers together): "
+                             "vLLM NixlConnector as measured in vllm-project/vllm#50913")
+    kv_xfer_setup_ms: float = _f(6.7, "1P1D fixed cost per KV transfer (ms): NIXL post time, "
+                                 "vllm-project/vllm#50913")
     activation_reserve_gb: float = _f(2.0, "GPU memory kept for activations (GB)")
 
     def validate(self) -> SimConfig:
@@ -47,6 +51,8 @@ class SimConfig:
             raise ValueError("--token-budget and --max-lookahead must be >= 1")
         if self.router not in ("round-robin", "least-tokens"):
             raise ValueError(f"unknown router {self.router!r}; choices: round-robin, least-tokens")
+        if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
+            raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

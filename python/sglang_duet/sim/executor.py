@@ -5,7 +5,8 @@
 * ``spatial``: ``predict_concurrent`` of the decode batch on ``sms_decode`` SMs and the prefill
   batch on ``sms_prefill``; decode step j (1..k) ends at ``j * t_d``; the iteration ends at
   ``max(k * t_d, t_p)``. With ``free_running=True`` (SGLang PD-multiplexing, whose decode stream
-  keeps looping while a prefill runs) k is instead ``max(1, round(t_p / t_d))``.
+  keeps looping while a prefill runs and sees it done after a step) k is instead
+  ``ceil(t_p / t_d)`` and the iteration ends with that step.
 
 When the planner predicted a plan with this very LatencyModel and none of its correction factors
 has moved from 1 (always so in the simulator, where measured time == raw prediction), its
@@ -21,6 +22,7 @@ linearly when the three agree (to 1e-9 relative), else the span is halved.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -83,7 +85,7 @@ class Executor:
             t_d, t_p = bd.total_s, bp.total_s
             k = plan.lookahead
             if self.free_running:
-                k = max(1, round(t_p / t_d)) if t_d > 0 else 1
+                k = max(1, math.ceil(t_p / t_d - 1e-9)) if t_d > 0 else 1
             return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
                                    t_d, t_p)
         if mode == "decode_only" or not prefill_q:

@@ -235,6 +235,11 @@ class Replica:
             self._reuse(),
         )
         steps = len(timing.step_offsets)
+        if steps > 1 and sum(self._step_need(r, steps) for r in dreqs) > self.kv.free:
+            # a free-running decode (pdmux) out of KV pages stops at the last step that fits
+            ctx = np.fromiter((r.base + r.gen - 1 for r in dreqs), np.int64, len(dreqs))
+            steps = self._kv_steps(ctx, steps, dreqs)
+            del timing.step_offsets[steps:]
         for r in dreqs:
             n = self._step_need(r, steps)
             if n:
@@ -292,9 +297,11 @@ class Replica:
         self.iter_start.append(now)
         self.iter_kind.append(ITER_KINDS.index(mode))
 
-    def _kv_steps(self, ctx: np.ndarray, m_cap: int) -> int:
-        """Most decode steps (<= m_cap, >= 1) whose page growth fits the free pages."""
-        pages = np.fromiter((r.pages for r in self.running), np.int64, len(self.running))
+    def _kv_steps(self, ctx: np.ndarray, m_cap: int, reqs: list[Request] | None = None) -> int:
+        """Most decode steps (<= m_cap, >= 1) of ``reqs`` (default: the running requests, in
+        the order of ``ctx``) whose page growth fits the free pages."""
+        reqs = self.running if reqs is None else reqs
+        pages = np.fromiter((r.pages for r in reqs), np.int64, len(reqs))
         free, page = self.kv.free, self.page
 
         def need(j: int) -> int:

@@ -17,9 +17,10 @@ from typing import Literal, Protocol
 from sglang_duet.latency import LatencyModel
 from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState, SmMenu
 
-from .baselines import PDMUX_TABLE, ChunkedPolicy, PdmuxPolicy, PrefillFirstPolicy
+from .baselines import ChunkedPolicy, PrefillFirstPolicy
+from .pdmux import MAX_PREFILL_TOKENS, PdmuxPolicy
 
-__all__ = ["PDMUX_TABLE", "POLICIES", "PlanContext", "Planner", "PolicySpec", "get_policy",
+__all__ = ["POLICIES", "PlanContext", "Planner", "PolicySpec", "get_policy",
            "policy_names"]
 
 
@@ -50,6 +51,7 @@ class PolicySpec:
     flavor: Literal["sglang", "vllm"] = "sglang"
     free_running: bool = False
     topology: Literal["aggregated", "1p1d"] = "aggregated"
+    token_budget: int | None = None  # the system's own prefill budget, overriding --token-budget
 
 
 def _duet(ctx: PlanContext) -> Planner:
@@ -71,7 +73,7 @@ def _prefill_first(ctx: PlanContext) -> Planner:
 
 
 def _pdmux(ctx: PlanContext) -> Planner:
-    return PdmuxPolicy(ctx.menu, ctx.token_budget)
+    return PdmuxPolicy(ctx.menu.total_sms, ctx.latency.hardware.name, ctx.token_budget)
 
 
 POLICIES: dict[str, PolicySpec] = {
@@ -85,8 +87,9 @@ POLICIES: dict[str, PolicySpec] = {
         PolicySpec("sglang-chunked", "SGLang mixed chunked prefill", _chunked),
         PolicySpec("sglang-default", "SGLang default: prefill-only batches first",
                    _prefill_first),
-        PolicySpec("sglang-pdmux", "SGLang PD-multiplexing, static SM split by decode batch",
-                   _pdmux, free_running=True),
+        PolicySpec("sglang-pdmux", "SGLang 0.5.17 PD-multiplexing: green-context groups by "
+                   "decode batch, unchunked prefill, free-running decode", _pdmux,
+                   free_running=True, token_budget=MAX_PREFILL_TOKENS),
         PolicySpec("dynamo-1p1d", "Dynamo 1P1D: prefill GPU + decode GPU (vLLM), KV transfer",
                    _chunked, "vllm", topology="1p1d"),
     )
