@@ -230,22 +230,21 @@ class DuetPolicy:
         ]
         return min(cands, key=lambda t: (t[0], t[1]))[2]
 
-    def _gap_search(
-        self,
-        rids: tuple[str, ...],
-        chunks: tuple[PrefillChunk, ...],
-        dec: Batch,
-        completes: tuple[bool, ...],
-        pre: Batch,
-        t_agg: float | None,
-        forced: bool,
-        decodes: Sequence[ReqState],
-    ) -> BatchPlan:
+    def _gap_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
+                    completes: tuple[bool, ...], pre: Batch, t_agg: float | None, forced: bool,
+                    decodes: Sequence[ReqState]) -> BatchPlan:
         """The ``gap`` scheme's spatial plan (``gap_optimizer``); fallbacks as the paper's."""
         corr, carry, big_k = self.correction, self._carry_s, self.max_lookahead
         f_d, f_p = corr.factor("spatial", "decode"), corr.factor("spatial", "prefill")
         tau = self.tbt_slo_s / max(corr.margin("spatial", "decode"),
                                    corr.margin("spatial", "prefill"))
+        t_alone = 0.0
+        if not forced:  # decodes alone on the whole GPU bound every plan's gap from below
+            t_alone = self._predict_alone(dec)
+            f_do = corr.factor("decode_only", "decode")
+            if carry + t_alone > tau and f_do <= min(f_d, corr.factor("aggregated", "total")):
+                why = f"nothing keeps the gap <= tau={_ms(tau)}; decodes alone, prefill waits"
+                return self._decode_only(rids, t_alone, why)
         ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
                              completes, (f_d, f_p), tau, carry, big_k,
                              lambda: max(map(_remaining, decodes), default=1))
@@ -256,7 +255,6 @@ class DuetPolicy:
         spatial = self._spatial(rids, ch, f_d, f_p, why + "; smallest gap")
         if forced:
             return spatial
-        t_alone = self._predict_alone(dec)
         if carry + t_alone <= tau:
             return self._decode_only(rids, t_alone, why + "; decodes alone do, prefill waits")
         if t_agg is None:

@@ -35,14 +35,24 @@ def max_safe_lookahead(sched: Any, batch: Any, k: int) -> tuple[int, str]:
     for req in batch.reqs:
         if req.grammar is not None or getattr(req, "return_sampling_mask", False):
             return 1, "constrained decoding needs per-step processing"
-    # Never take more steps than any request can still use (each extra step is a token).
-    room = min(r.sampling_params.max_new_tokens - len(r.output_ids) for r in batch.reqs)
-    k = max(1, min(k, room))
+    # No more steps than the longest-running request can still use: a request that reaches its
+    # max_new_tokens earlier finishes at its step and its surplus steps are discarded (process),
+    # so the others keep producing tokens for the whole plan (the policy's gap bound needs it).
+    room = max(_tokens_left(r) for r in batch.reqs)
+    # ... and never past a request's row of the req-to-token table.
+    width = batch.req_to_token_pool.req_to_token.shape[1]
+    rows = min(width - len(r.origin_input_ids) - len(r.output_ids) for r in batch.reqs)
+    k = max(1, min(k, room, rows))
     free = sched.token_to_kv_pool_allocator.available_size()
     fit = free // max(1, len(batch.reqs)) + 1  # step 0's slots are already allocated
     if fit < k:
         return max(1, fit), "KV pool nearly full"
     return k, ""
+
+
+def _tokens_left(req: Any) -> int:
+    left = req.sampling_params.max_new_tokens
+    return 1 << 30 if left is None else left - len(req.output_ids)
 
 
 @dataclass

@@ -17,7 +17,10 @@ class DuetMetrics:
 
     Exported names (all prefixed ``sglang_duet:``): iterations_total{mode}, decode_sms, lookahead,
     predicted_iteration_seconds / measured_iteration_seconds (histograms, by mode),
-    predicted_tbt_slo_misses_total, lookahead_tokens_discarded_total.
+    predicted_tbt_slo_misses_total, lookahead_tokens_discarded_total,
+    lookahead_fallbacks_total{reason} (spatial plans run with fewer look-ahead steps than planned:
+    logprobs, penalties, grammar, page size > 1, a nearly full KV pool; each reason is logged
+    at WARNING the first time).
     """
 
     def __init__(self, enabled: bool, labels: dict[str, str], plan_log: str | None = None):
@@ -25,6 +28,7 @@ class DuetMetrics:
         self.spatial_decode_steps = 0
         self.discarded = 0
         self.slo_misses = 0
+        self.fallbacks: PyCounter[str] = PyCounter()
         self.last_mode: str | None = None
         self._prom = _Prometheus(labels) if enabled else None
         self._plan_log = None
@@ -66,6 +70,17 @@ class DuetMetrics:
             )
 
 
+    def lookahead_limited(self, reason: str, planned: int, run: int) -> None:
+        """A spatial plan's k look-ahead steps cut to ``run`` for ``reason``."""
+        first = reason not in self.fallbacks
+        self.fallbacks[reason] += 1
+        (logger.warning if first else logger.debug)(
+            "duet: look-ahead %d -> %d (%s); the plan's TBT bound assumed %d steps",
+            planned, run, reason, planned)
+        if self._prom is not None:
+            self._prom.fallback.labels(**self._prom.labels, reason=reason).inc()
+
+
 class _Prometheus:
     def __init__(self, labels: dict[str, str]):
         from prometheus_client import Counter, Gauge, Histogram
@@ -89,6 +104,8 @@ class _Prometheus:
                             names)
         self.steps = Counter(p + "spatial_decode_steps", "Decode steps run by spatial plans",
                              names)
+        self.fallback = Counter(p + "lookahead_fallbacks", "Spatial plans run with fewer "
+                                "look-ahead steps than planned, by reason", names + ["reason"])
 
     def record(self, plan: BatchPlan, measured_s: float, miss: bool, discarded: int,
                decode_steps: int) -> None:

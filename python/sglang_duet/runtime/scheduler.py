@@ -128,7 +128,7 @@ class DuetScheduler(Scheduler):
             return None, None, 0, 0
         k, why = lookahead.max_safe_lookahead(self, decode, plan.lookahead)
         if why and k < plan.lookahead:
-            logger.debug("duet: look-ahead %d -> %d (%s)", plan.lookahead, k, why)
+            self.duet_metrics.lookahead_limited(why, plan.lookahead, k)
         t0 = time.perf_counter()
         with phases.decode(s_d):
             launched = lookahead.launch(self, decode, k)
