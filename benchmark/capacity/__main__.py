@@ -10,9 +10,10 @@ import glob
 import json
 import os
 import sys
+from dataclasses import fields
 
 from benchmark.stamp import write_result
-from sglang_duet.sim import policy_names
+from sglang_duet.sim import SimConfig, policy_names
 
 from . import report
 from .sweep import DEFAULT_GRIDS, DEFAULT_REQUESTS, CapacityConfig, run_sweep
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--tbt-slo-ms", type=float, default=100.0)
     ap.add_argument("--ttft-slo-ms", type=float, default=10000.0)
     ap.add_argument("--target", type=float, default=0.9, help="attainment a capacity needs")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="override a simulator setting (a SimConfig field, e.g. "
+                         "kv_xfer_gbps=450 or max_lookahead=8); repeatable")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--out", default=DEFAULT_OUT, help="output folder")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -65,7 +69,26 @@ def _config(args: argparse.Namespace, trace: str) -> CapacityConfig:
     n = args.requests or DEFAULT_REQUESTS.get(trace, 1000)
     return CapacityConfig(trace, tuple(pols), tuple(float(q) for q in grid), args.model, args.tp,
                           args.gpus, args.hardware, n, args.seed, args.tbt_slo_ms,
-                          args.ttft_slo_ms, args.target, args.bisect_steps, args.jobs)
+                          args.ttft_slo_ms, args.target, args.bisect_steps, args.jobs,
+                          _overrides(args.set))
+
+
+def _overrides(items: list[str]) -> dict[str, object]:
+    """``FIELD=VALUE`` pairs as SimConfig values (typed by the field's default)."""
+    kinds = {f.name: f for f in fields(SimConfig)}
+    out: dict[str, object] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in kinds:
+            raise ValueError(f"--set {item!r}: expected FIELD=VALUE with FIELD one of "
+                             f"{', '.join(kinds)}")
+        kind = type(kinds[name].default) if kinds[name].default is not None else float
+        try:
+            out[name] = kind(value)
+        except ValueError:
+            raise ValueError(f"--set {item!r}: {value!r} is not a {kind.__name__}") from None
+    return out
 
 
 def _index(out_dir: str) -> str:

@@ -19,14 +19,18 @@ DISAGG_LIKE = ("sglang-pdmux", "dynamo-1p1d")
 
 
 def stem(cfg: dict[str, Any]) -> str:
-    """File stem of one sweep: trace, model, TP."""
-    return f"{os.path.basename(cfg['trace']).split('.')[0]}-{cfg['model']}-tp{cfg['tp']}"
+    """File stem of one sweep: trace, model, TP (and any simulator overrides)."""
+    base = f"{os.path.basename(cfg['trace']).split('.')[0]}-{cfg['model']}-tp{cfg['tp']}"
+    extra = "".join(f"-{k}{v:g}" if isinstance(v, float) else f"-{k}{v}"
+                    for k, v in sorted((cfg.get("sim_overrides") or {}).items()))
+    return base + extra
 
 
 def title(cfg: dict[str, Any]) -> str:
+    over = ", ".join(f"{k}={v}" for k, v in sorted((cfg.get("sim_overrides") or {}).items()))
     return (f"{cfg['trace']} ({cfg['requests']} req), {cfg['model']} TP={cfg['tp']} on "
             f"{cfg['gpus']}x {cfg['hardware']}, tau={cfg['tbt_slo_ms']:g} ms, "
-            f"TTFT SLO {cfg['ttft_slo_ms'] / 1e3:g} s")
+            f"TTFT SLO {cfg['ttft_slo_ms'] / 1e3:g} s" + (f", {over}" if over else ""))
 
 
 def plot(result: dict[str, Any], path: str) -> None:

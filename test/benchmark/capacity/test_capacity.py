@@ -51,3 +51,13 @@ def test_tiny_sweep_writes_json_plot_and_table(tmp_path):
 def test_bad_policy_exits_2(tmp_path, capsys):
     assert main(["--policies", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown policy 'nope'" in capsys.readouterr().err
+
+
+def test_set_overrides_the_simulator_and_names_the_files(tmp_path):
+    rc = main(["--trace", "azure-code", "--policies", "dynamo-1p1d", "--requests", "40",
+               "--qps", "4", "--bisect-steps", "0", "--jobs", "1", "--quiet",
+               "--set", "kv_xfer_gbps=450", "--out", str(tmp_path)])
+    assert rc == 0
+    body = json.loads((tmp_path / "azure-code-qwen3-8b-tp1-kv_xfer_gbps450.json").read_text())
+    assert body["config"]["sim_overrides"] == {"kv_xfer_gbps": 450.0}
+    assert main(["--set", "nope=1", "--out", str(tmp_path)]) == 2
