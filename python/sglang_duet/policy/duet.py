@@ -56,7 +56,7 @@ class DuetPolicy:
         mode: str,
         tbt_slo_s: float,
         token_budget: int = 8192,
-        max_lookahead: int = 4,
+        max_lookahead: int = 8,
         latency: LatencyModel | None = None,
         menu: SmMenu | None = None,
         correction: bool = True,
@@ -105,7 +105,7 @@ class DuetPolicy:
         tp: int = 1,
         menu: SmMenu | None = None,
         token_budget: int = 8192,
-        max_lookahead: int = 4,
+        max_lookahead: int = 8,
         correction: bool = True,
         scheme: str = "gap",
     ) -> DuetPolicy:

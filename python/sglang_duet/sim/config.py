@@ -25,7 +25,7 @@ class SimConfig:
     tbt_slo_ms: float = _f(100.0, "TBT SLO tau (ms): the duet policy's target and the metric's")
     ttft_slo_ms: float = _f(10000.0, "TTFT SLO (ms) for goodput")
     token_budget: int = _f(8192, "chunked-prefill token budget")
-    max_lookahead: int = _f(4, "duet: most look-ahead decode steps per spatial iteration (K)")
+    max_lookahead: int = _f(8, "duet: most look-ahead decode steps per spatial iteration (K)")
     duet_mode: str = _f("adaptive", "duet policy mode: adaptive, aggregated or spatial")
     router: str = _f("round-robin", "round-robin or least-tokens")
     mem_fraction: float = _f(0.88, "share of GPU memory for weights + KV (SGLang's static)")
