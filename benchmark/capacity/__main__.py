@@ -91,6 +91,20 @@ def _overrides(items: list[str]) -> dict[str, object]:
     return out
 
 
+def _without_out(argv: list[str]) -> list[str]:
+    """The command for the stamp, less ``--out DIR``: the file's own folder, and often a
+    temporary one that must not reach a committed result."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--out":
+            skip = True
+        elif not a.startswith("--out="):
+            out.append(a)
+    return out
+
+
 def _index(out_dir: str) -> str:
     """README.md of the results folder: every sweep's table, sorted by file name."""
     parts = ["# Capacity on the simulator", "",
@@ -121,8 +135,8 @@ def main(argv: list[str] | None = None) -> int:
         result = run_sweep(cfg, quiet=args.quiet)
         result["ratios"] = report.ratios(result)
         path = os.path.join(args.out, report.stem(result["config"]) + ".json")
-        write_result(path, result, argv=sys.argv if argv is None else ["benchmark.capacity",
-                                                                       *argv])
+        write_result(path, result, argv=_without_out(sys.argv if argv is None else
+                                                     ["benchmark.capacity", *argv]))
         png, md = report.write(result, args.out)
         caps = {p: r["capacity_qps"] for p, r in result["policies"].items()}
         print(f"  capacities {json.dumps(caps)}; {result['ratios']}; {result['wall_s']} s",

@@ -37,6 +37,7 @@ def test_tiny_sweep_writes_json_plot_and_table(tmp_path):
     assert rc == 0
     body = json.loads((tmp_path / "azure-code-qwen3-8b-tp1.json").read_text())
     assert body["stamp"]["command"].startswith("benchmark.capacity --trace azure-code")
+    assert "--out" not in body["stamp"]["command"] and str(tmp_path) not in json.dumps(body)
     assert body["config"]["requests"] == 60 and set(body["policies"]) == {"duet",
                                                                           "sglang-chunked"}
     for r in body["policies"].values():
