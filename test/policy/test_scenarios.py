@@ -125,3 +125,17 @@ def test_gap_scheme_carries_the_tail_into_the_next_plan():
     assert after.mode != "aggregated"
     pol.observe(after, after.predicted_total_s)  # no tail left: aggregated again
     assert pol.plan(*small).mode == "aggregated" or after.mode == "spatial"
+
+
+def test_backlog_plans_faster_decode_steps_within_the_same_gap_bound():
+    """With prompt work queued beyond this iteration, the gap scheme sizes the decode step for
+    half of tau when a split allows it (decodes finish and free KV sooner)."""
+    decodes, waiting = running(64, 4096), [ReqState("long", 8192, 0, 0)]
+    calm = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting)
+    busy = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting, backlog=True)
+    assert calm.mode == busy.mode == "spatial"
+    assert calm.predicted_decode_s > 0.05 >= busy.predicted_decode_s
+    assert busy.sms_decode > calm.sms_decode
+    assert busy.predicted_prefill_s - (busy.lookahead - 1) * busy.predicted_decode_s <= 0.1
+    paper = DuetPolicy.build("adaptive", 0.1, scheme="paper")
+    assert paper.plan(decodes, waiting, backlog=True) == paper.plan(decodes, waiting)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from ..latency import Batch
 from .batching import chunk_waiting
 from .correction import Correction
-from .gap_optimizer import search_gap
+from .gap_optimizer import BACKLOG_DECODE_SHARE, search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .plan import BatchPlan
 from .sm_menu import SmMenu
@@ -80,6 +80,7 @@ class DuetPolicy:
         self.mode = mode
         self.scheme = scheme
         self._carry_s = 0.0  # predicted wait the running decodes start the next iteration with
+        self._backlog = False
         self.tbt_slo_s = float(tbt_slo_s)
         self.token_budget = int(token_budget)
         self.max_lookahead = int(max_lookahead)
@@ -117,9 +118,14 @@ class DuetPolicy:
         return cls(mode, tbt_slo_s, token_budget, max_lookahead, latency, menu, correction, scheme)
 
     # --- planning --------------------------------------------------------------------------
-    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState]) -> BatchPlan:
+    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
+             backlog: bool = False) -> BatchPlan:
         """The plan of the next iteration for the running ``decodes`` and the FIFO ``waiting``
-        queue (see the module docstring). Deterministic for the same inputs and factors."""
+        queue (see the module docstring). Deterministic for the same inputs and factors.
+        ``backlog``: the driver holds prompt work back beyond this iteration (token budget or KV
+        pool full); the gap scheme then sizes decode steps for ``BACKLOG_DECODE_SHARE * tau``
+        when a split allows it, so running requests finish and free their KV sooner."""
+        self._backlog = backlog
         n_d = len(decodes)
         chunks, completes = chunk_waiting(waiting, self.token_budget - n_d)
         rids = tuple([r.rid for r in decodes])
@@ -153,17 +159,9 @@ class DuetPolicy:
                 return self._agg_plan(rids, chunks, t_agg, f"mixed batch meets tau={_ms(tau)}")
         return search(rids, chunks, dec, completes, pre, t_agg, False, decodes)
 
-    def _spatial_search(
-        self,
-        rids: tuple[str, ...],
-        chunks: tuple[PrefillChunk, ...],
-        dec: Batch,
-        completes: tuple[bool, ...],
-        pre: Batch,
-        t_agg: float | None,
-        forced: bool,
-        decodes: Sequence[ReqState] = (),
-    ) -> BatchPlan:
+    def _spatial_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
+                        completes: tuple[bool, ...], pre: Batch, t_agg: float | None,
+                        forced: bool, decodes: Sequence[ReqState] = ()) -> BatchPlan:
         """The paper's search. ``t_agg``: the mixed batch's corrected time when predicted."""
         tau = self.tbt_slo_s
         factor = self.correction.factor
@@ -247,7 +245,8 @@ class DuetPolicy:
                 return self._decode_only(rids, t_alone, why)
         ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
                              completes, (f_d, f_p), tau, carry, big_k,
-                             lambda: max(map(_remaining, decodes), default=1))
+                             lambda: max(map(_remaining, decodes), default=1),
+                             tau * BACKLOG_DECODE_SHARE if self._backlog else tau)
         if ch.feasible:
             why = f"gap <= tau={_ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)
             return self._spatial(rids, ch, f_d, f_p, why)

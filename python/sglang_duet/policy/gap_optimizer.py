@@ -40,7 +40,13 @@ from .state import PrefillChunk
 if TYPE_CHECKING:
     from ..latency import LatencyModel
 
-__all__ = ["best_gap_split", "search_gap", "shrink_to_fit"]
+__all__ = ["BACKLOG_DECODE_SHARE", "best_gap_split", "search_gap", "shrink_to_fit"]
+
+# Decode step target while prompt work is backlogged, as a share of tau: faster decodes finish
+# sooner and free KV for the queue. Measured in the simulator (Qwen3-8B, 2x H100): azure-conv at
+# QPS 66 attainment 0.67 -> 0.92, mooncake at 2.75 0.83 -> 0.87, azure-code at 52 0.81 -> 0.80
+# (shares 0.35 and 0.65 did worse overall).
+BACKLOG_DECODE_SHARE = 0.5
 
 _EPS = 1e-12
 _SHRINK_STEPS = 6  # predictions at most when sizing a shrunk prefill
@@ -55,17 +61,20 @@ def min_lookahead(t_d: np.ndarray, t_p: np.ndarray, tau: float) -> np.ndarray:
 
 def best_gap_split(
     t_d: np.ndarray, t_p: np.ndarray, n_d: int, n_p: int, tau: float, carry: float,
-    k_max: int, k_done: int,
+    k_max: int, k_done: int, step_tau: float | None = None,
 ) -> tuple[int, int, float] | None:
     """``(menu index, k, objective)`` of the best feasible entry (module docstring), or None.
 
     ``t_d`` / ``t_p``: decode step and prefill batch per menu entry (corrected, under
-    contention); ``k_done``: steps after which every running decode has finished."""
+    contention); ``k_done``: steps after which every running decode has finished;
+    ``step_tau``: a tighter bound on the decode step alone (default tau)."""
     k_cap = float(min(k_max, k_done))
     k_lo = min_lookahead(t_d, t_p, tau)
     if k_done <= k_max:
         k_lo = np.minimum(k_lo, float(k_done))
     ok = (t_d + carry <= tau + _EPS) & (k_lo <= k_cap)
+    if step_tau is not None and step_tau < tau:
+        ok &= t_d <= step_tau + _EPS
     if not ok.any():
         return None
     k1 = np.clip(np.floor(t_p / t_d), k_lo, k_cap)
@@ -126,7 +135,7 @@ def search_gap(
     lat: LatencyModel, menu: SmMenu, prefill_sizes: tuple[int, ...], dec: Batch, pre: Batch,
     chunks: tuple[PrefillChunk, ...],
     completes: tuple[bool, ...], factors: tuple[float, float], tau: float, carry: float,
-    k_max: int, k_done: Callable[[], int],
+    k_max: int, k_done: Callable[[], int], step_tau: float | None = None,
 ) -> tuple[SpatialChoice, float]:
     """The spatial choice for decode batch ``dec`` and prefill ``pre`` (its FIFO ``chunks``)
     and its predicted worst gap (seconds): the best feasible split; else, at the smallest decode
@@ -134,13 +143,18 @@ def search_gap(
     with the smallest gap. ``prefill_sizes``: ``total - S_d`` per menu entry, the same tuple
     every call (the latency model caches by identity); ``factors``: correction of (t_d, t_p);
     ``k_done()``: steps after which every decode has finished (asked only when K steps cannot
-    cover the prefill)."""
+    cover the prefill); ``step_tau``: the decode step target when tighter than tau, tried first
+    (without a split meeting it, tau alone)."""
     f_d, f_p = factors
     sizes, total = menu.decode_sizes, menu.total_sms
     tab = lat.predict_concurrent_table(dec, pre, sizes, prefill_sizes)
     td, tp = tab.decode_s * f_d, tab.prefill_s * f_p
     n_d, n_p = len(dec), sum(c.length for c in chunks)
-    best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30)
+    best = None
+    if step_tau is not None and step_tau < tau:
+        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, step_tau)
+    if best is None:
+        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30)
     if best is None:
         done = k_done()
         if done <= k_max:

@@ -76,7 +76,8 @@ class DuetScheduler(Scheduler):
 
     def _decide(self, running: ScheduleBatch) -> BatchPlan:
         decodes, waiting = bridge.policy_inputs(running.reqs, self.waiting_queue, self.chunked_req)
-        plan = self.duet_policy.plan(decodes, waiting)
+        budget = self.duet_policy.token_budget - len(decodes)
+        plan = self.duet_policy.plan(decodes, waiting, bridge.backlog(waiting, budget))
         if self.ps.tp_size > 1:
             # Every rank must run the same plan; rank 0's online correction decides.
             box = [plan]

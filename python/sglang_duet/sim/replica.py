@@ -12,11 +12,12 @@ Request lifecycle on a replica:
    iteration each running request gets the pages its next step(s) write; when they do not fit,
    requests are preempted (retract + recompute) until they do.
 
-Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan and times
-it with the Executor. A *decode stretch* (no prompt work admitted) asks the planner once, checks
-the answer is a plain decode step, and runs up to the first of: a request finishing, the KV
-pages running out, the first step starting at or after ``horizon`` (the next event that could
-bring work). Each stretch step counts as one iteration of the planner's mode.
+Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan (backlog:
+requests still queued after admission) and times it with the Executor. A *decode stretch* (no
+prompt work admitted) asks the planner once, checks the answer is a plain decode step, and runs
+up to the first of: a request finishing, the KV pages running out, the first step starting at or
+after ``horizon`` (the next event that could bring work). Each stretch step counts as one
+iteration of the planner's mode.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ class Replica:
     def _start_planned(self, now: float) -> float | None:
         while True:
             plan = self.planner.plan([r.to_state() for r in self.running],
-                                     [r.to_state() for r in self.prefilling])
+                                     [r.to_state() for r in self.prefilling], bool(self.queue))
             self.plans += 1
             if plan.mode == "idle":
                 return None

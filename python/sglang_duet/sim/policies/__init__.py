@@ -25,7 +25,8 @@ __all__ = ["POLICIES", "PlanContext", "Planner", "PolicySpec", "get_policy",
 
 
 class Planner(Protocol):
-    def plan(self, decodes: list[ReqState], waiting: list[ReqState]) -> BatchPlan: ...
+    def plan(self, decodes: list[ReqState], waiting: list[ReqState],
+             backlog: bool = False) -> BatchPlan: ...
 
     def observe(self, plan: BatchPlan, measured_s: float, decode_s: float | None = None,
                 prefill_s: float | None = None) -> None: ...

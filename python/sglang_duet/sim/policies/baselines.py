@@ -34,7 +34,8 @@ class ChunkedPolicy(_NoFeedback):
         self.total_sms = total_sms
         self.token_budget = token_budget
 
-    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState]) -> BatchPlan:
+    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
+             backlog: bool = False) -> BatchPlan:
         rids, chunks = form_chunked_batch(decodes, waiting, self.token_budget)
         if not rids and not chunks:
             return BatchPlan.idle()
@@ -49,7 +50,8 @@ class PrefillFirstPolicy(_NoFeedback):
         self.total_sms = total_sms
         self.token_budget = token_budget
 
-    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState]) -> BatchPlan:
+    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
+             backlog: bool = False) -> BatchPlan:
         s = self.total_sms
         if _has_prompt(waiting):
             chunks = form_prefill_chunks(waiting, self.token_budget)

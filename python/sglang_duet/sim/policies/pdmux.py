@@ -103,7 +103,8 @@ class PdmuxPolicy:
         idx = max(1, min(g, decode_bs * g // DECODE_BS_DIVISOR))
         return self.divisions[idx - 1]
 
-    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState]) -> BatchPlan:
+    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
+             backlog: bool = False) -> BatchPlan:
         s = self.total_sms
         rids = tuple(r.rid for r in decodes)
         chunks = whole_request_batch(waiting, self.max_prefill_tokens)
