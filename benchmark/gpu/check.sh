@@ -79,10 +79,14 @@ fi
 
 run_step partition_report 90 1 "$PY" -m sglang_duet.partition --build
 
-run_step gpu_tests 240 1 "$PY" -m pytest -q -rA -p no:cacheprovider test/gpu test/kernel \
-  test/partition
+# The phase joins first (cross-context events: does the driver take them, or do the joins fall
+# back to host syncs?), then every gpu-marked test beside its package's tests, and the CPU
+# tests of the kernel and partition packages against the real driver.
+run_step phases_gpu 60 1 "$PY" -m pytest -q -rA -s -p no:cacheprovider \
+  test/runtime/test_phases_gpu.py
+run_step gpu_tests 240 1 "$PY" -m pytest -q -rA -p no:cacheprovider test/kernel test/partition
 
-run_step sm_scaling 240 1 "$PY" benchmark/partition/sm_scaling.py --out "$OUT_DIR"
+run_step sm_scaling 240 1 "$PY" -m benchmark.partition.sm_scaling --out "$OUT_DIR"
 
 # Decode and prefill on two partition streams at once vs. LatencyModel.predict_concurrent
 # (about a minute on an H200; sequential on the whole device when no partition backend works).

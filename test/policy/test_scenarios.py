@@ -112,7 +112,7 @@ def test_gap_scheme_carries_the_tail_into_the_next_plan():
     assert tail > 0.0
     # a mixed batch between 0.1 - tail and 0.1 s: aggregated on its own
     small = None
-    for n in range(256, 8192, 128):
+    for n in range(256, 8192, 4):
         cand = (running(4, 512), [ReqState("w", n, 0, 0)])
         plan = DuetPolicy.build("adaptive", 0.1).plan(*cand)
         if plan.mode == "aggregated" and plan.predicted_total_s > 0.1 - tail:

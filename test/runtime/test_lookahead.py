@@ -1,49 +1,97 @@
-"""max_safe_lookahead without a server: which look-ahead a decode batch may take, and why not."""
+"""How many look-ahead steps a spatial decode may take, decided with the plan (CPU fakes)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace as NS
 
-import torch
+import pytest
 
-from sglang_duet.runtime.lookahead import max_safe_lookahead
-
-
-def _req(prompt: int, out: int, max_new: int | None, grammar=None):
-    return NS(origin_input_ids=[0] * prompt, output_ids=[0] * out, grammar=grammar,
-              sampling_params=NS(max_new_tokens=max_new))
+from sglang_duet.runtime.lookahead import REASONS, Lookahead, max_safe_lookahead
 
 
-def _batch(reqs, width=4096, logprob=False, penalties=False, spec=False):
-    return NS(reqs=reqs, spec_algorithm=NS(is_none=lambda: not spec), return_logprob=logprob,
-              return_hidden_states=False,
-              sampling_info=NS(penalizer_orchestrator=NS(is_required=penalties)),
-              req_to_token_pool=NS(req_to_token=torch.zeros(1, width, dtype=torch.int32)))
+def req(max_new=100, out=1, finished=False, grammar=None):
+    return NS(
+        sampling_params=NS(max_new_tokens=max_new), output_ids=[0] * out, grammar=grammar,
+        finished=lambda: finished,
+    )
 
 
-def _sched(free=10_000, page=1):
-    return NS(page_size=page,
-              token_to_kv_pool_allocator=NS(available_size=lambda: free))
+def batch(reqs, logprob=False, penalties=False, spec=False):
+    return NS(
+        reqs=reqs, return_logprob=logprob, return_hidden_states=False,
+        spec_algorithm=NS(is_none=lambda: not spec),
+        sampling_info=NS(penalizer_orchestrator=NS(is_required=penalties)),
+    )
 
 
-def test_longest_request_sets_the_cap_not_the_shortest():
-    # one request has 1 token left: the other still gets all 6 steps (the first finishes at
-    # its step and its surplus is discarded)
-    reqs = [_req(10, 4, 5), _req(10, 2, 100)]
-    assert max_safe_lookahead(_sched(), _batch(reqs), 6) == (6, "")
-    assert max_safe_lookahead(_sched(), _batch([_req(10, 4, 7)]), 6) == (3, "")
+def sched(backend="fa3", free=10_000, page_size=1, decode_backend=None):
+    return NS(
+        server_args=NS(attention_backend=backend, decode_attention_backend=decode_backend),
+        page_size=page_size,
+        token_to_kv_pool_allocator=NS(available_size=lambda: free),
+    )
 
 
-def test_row_width_and_kv_pool_cap_it():
-    assert max_safe_lookahead(_sched(), _batch([_req(90, 5, 100)], width=100), 8)[0] == 5
-    k, why = max_safe_lookahead(_sched(free=5), _batch([_req(10, 1, 100)] * 2), 8)
-    assert (k, why) == (3, "KV pool nearly full")
+def test_unlimited():
+    assert max_safe_lookahead(sched(), batch([req(), req()]), 4) == Lookahead(4, "")
 
 
-def test_features_that_need_per_step_processing_force_k1():
-    one = [_req(10, 1, 100)]
-    assert max_safe_lookahead(_sched(page=16), _batch(one), 4) == (1, "page_size > 1")
-    assert max_safe_lookahead(_sched(), _batch(one, logprob=True), 4)[0] == 1
-    assert max_safe_lookahead(_sched(), _batch(one, penalties=True), 4)[1].startswith(
-        "sampling penalties")
-    assert max_safe_lookahead(_sched(), _batch([_req(10, 1, 100, grammar=object())]), 4)[0] == 1
+@pytest.mark.parametrize(
+    ("kwargs", "decode_backend"), [({"backend": "flashinfer"}, None), ({}, "flashinfer")]
+)
+def test_flashinfer_forces_one_step(kwargs, decode_backend):
+    """FlashInfer plans every decode step into one pinned host buffer per wrapper: a second step
+    launched before the first step's copy ran would overwrite its indices."""
+    got = max_safe_lookahead(sched(decode_backend=decode_backend, **kwargs), batch([req()]), 4)
+    assert got == Lookahead(1, "flashinfer") and "pinned host buffer" in REASONS[got.reason]
+
+
+@pytest.mark.parametrize(
+    ("s", "b", "reason"),
+    [
+        (sched(page_size=16), batch([req()]), "page_size"),
+        (sched(), batch([req()], spec=True), "speculative"),
+        (sched(), batch([req()], logprob=True), "logprobs"),
+        (sched(), batch([req()], penalties=True), "penalties"),
+        (sched(), batch([req(grammar=object())]), "constrained"),
+    ],
+)
+def test_per_step_features_disable_it(s, b, reason):
+    assert max_safe_lookahead(s, b, 4) == Lookahead(1, reason)
+
+
+def test_room_counts_live_requests_only():
+    """A request that already finished (still in the merged running batch) limits nothing."""
+    b = batch([req(max_new=10, out=10, finished=True), req(max_new=10, out=7)])
+    assert max_safe_lookahead(sched(), b, 4) == Lookahead(3, "")
+
+
+def test_kv_room_before_the_prefill_and_step0_took_theirs():
+    """Asked at decide time: 2 decodes, 100 free slots of which the plan's prefill takes 93 ->
+    7 left for 2 requests x k steps, step 0 included -> k = 3."""
+    b = batch([req(), req()])
+    got = max_safe_lookahead(sched(free=100), b, 4, pending_tokens=93, step0_allocated=False)
+    assert got == Lookahead(3, "kv_pool")
+    # after update_running_batch (step 0 already allocated) the same pool allows one more
+    assert max_safe_lookahead(sched(free=7), b, 4, step0_allocated=True).steps == 4
+    assert max_safe_lookahead(sched(free=0), b, 4, pending_tokens=50, step0_allocated=False) == (
+        Lookahead(1, "kv_pool")
+    )
+
+
+def test_no_live_decodes():
+    assert max_safe_lookahead(sched(), batch([]), 4) == Lookahead(1, "")
+
+
+def test_longest_request_sets_the_room_not_the_shortest():
+    """One live request has 1 token left, the other 99: the plan's 4 steps all run (the first
+    finishes at its step, its surplus is discarded), so the other keeps its gap bound."""
+    assert max_safe_lookahead(sched(), batch([req(max_new=5, out=4), req()]), 4) == Lookahead(4)
+
+
+def test_row_of_the_req_to_token_table_caps_it():
+    import torch
+
+    b = batch([NS(**vars(req()), origin_input_ids=[0] * 90)])
+    b.req_to_token_pool = NS(req_to_token=torch.zeros(1, 93, dtype=torch.int32))
+    assert max_safe_lookahead(sched(), b, 8).steps == 2

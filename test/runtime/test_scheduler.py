@@ -107,13 +107,12 @@ class TestSpatialMode:
         """Sampling penalties need per-step output counts: spatial plans run them with k = 1,
         the same tokens as aggregated mode, and /metrics counts each fallback by reason."""
         ps = prompts(12, MIXED, seed=8)
-        reason = "sampling penalties need per-step output counts"
-        before = metric(spatial_server, "lookahead_fallbacks", reason=reason)
+        reason = "penalties"
+        before = metric(spatial_server, "lookahead_limited", reason=reason)
         sp = {"ignore_eos": True, "frequency_penalty": 0.5}
         got = [r["output_ids"] for r in run_all(spatial_server, ps, 9, **sp)]
         assert got == [r["output_ids"] for r in run_all(duet_server, ps, 9, **sp)]
-        assert metric(spatial_server, "lookahead_fallbacks", reason=reason) > before
-        assert "look-ahead" in spatial_server.log(tail=0) and reason in spatial_server.log(tail=0)
+        assert metric(spatial_server, "lookahead_limited", reason=reason) > before
         assert wait_idle_and_empty(spatial_server) == 0
 
 
@@ -185,6 +184,8 @@ class TestTensorParallel:
                 tp2_server.plan_log + ".tp1.dp0") as f1:
             r0 = [json.loads(x) for x in f0]
             r1 = [json.loads(x) for x in f1]
+        for r in r0 + r1:  # each rank's own wall time; everything decided is the same
+            assert r.pop("measured_s") > 0
         assert r0 and r0 == r1
         assert any(p["mode"] == "spatial" for p in r0)
 

@@ -53,7 +53,9 @@ def test_retraction_is_preemption():
 def test_1p1d_first_gap_waits_to_join():
     # a long decode batch on the decode worker; a new request's KV lands mid-iteration
     w = make_workload([0.0] + [0.05 * i for i in range(1, 40)], [64] * 40, [400] * 40)
-    _, m = run(w, "dynamo-1p1d", tbt_slo_ms=8.0)  # one decode step takes ~6 ms
+    _, m = run(w, "dynamo-1p1d", tbt_slo_ms=1000.0)
+    step_ms = m["tbt_max_ms"] / 2  # the longest gap: waiting out a step, then its own step
+    _, m = run(w, "dynamo-1p1d", tbt_slo_ms=step_ms * 1.3)  # over one step, under two
     assert set(_causes(m)) == {"kv_admission"}
 
 

@@ -16,12 +16,10 @@
 4. ``spatial`` mode (tests, experiments): a spatial plan whenever both phases have work -- the
    best feasible one, else the best objective over the whole menu even though it misses tau.
 
-Spatial schemes (``scheme``): ``"gap"`` (default) bounds the gap a request sees, not just one
-decode step: the wait left over from the previous iteration (``carry``, the predicted tail of the
-last executed spatial plan) counts against every plan's first step, and a spatial plan runs
-enough look-ahead steps to cover its prefill within tau (``gap_optimizer``), with a safety
-margin learned from the correction's spread. ``"paper"`` is the paper's synchronous scheme
-(``PartitionOptimizer``: t_d <= tau only), kept so the difference can be reproduced.
+Spatial schemes (``scheme``): ``"gap"`` (default, ``gap_optimizer``) bounds the gap a request
+sees: the last spatial plan's tail (``carry``) counts against the next plan's first step and
+the look-ahead covers the prefill within tau, with a margin learned from the correction's
+spread. ``"paper"``: the paper's synchronous scheme (``PartitionOptimizer``, t_d <= tau only).
 
 Predictions are multiplied by the online correction factors (``correction.Correction``) fed by
 ``observe``. Times are seconds, partitions SMs.
@@ -172,7 +170,10 @@ class DuetPolicy:
             # Decodes alone on the whole GPU bound every plan's TBT from below (fewer SMs and
             # contention only slow them down): when even that misses tau, skip the search.
             t_alone = self._predict_alone(dec)
-            if t_alone > tau and f_do <= min(f_d, f_agg):
+            # ... less the CPU round trip a scheduled step pays and a look-ahead step does not
+            gap = self.latency.host_seconds(True, "scheduled") - self.latency.host_seconds(
+                True, "lookahead")
+            if t_alone - gap * f_do > tau and f_do <= min(f_d, f_agg):
                 why = f"nothing meets tau={_ms(tau)}; decodes alone (smallest TBT), prefill waits"
                 return self._decode_only(rids, t_alone, why)
         lat = self.latency
@@ -237,10 +238,12 @@ class DuetPolicy:
         tau = self.tbt_slo_s / max(corr.margin("spatial", "decode"),
                                    corr.margin("spatial", "prefill"))
         t_alone = 0.0
-        if not forced:  # decodes alone on the whole GPU bound every plan's gap from below
-            t_alone = self._predict_alone(dec)
-            f_do = corr.factor("decode_only", "decode")
-            if carry + t_alone > tau and f_do <= min(f_d, corr.factor("aggregated", "total")):
+        if not forced:  # decodes alone on the whole GPU (less the host round trip a scheduled
+            t_alone = self._predict_alone(dec)  # step pays) bound every plan's gap from below
+            f_do, lat = corr.factor("decode_only", "decode"), self.latency
+            host = lat.host_seconds(True, "scheduled") - lat.host_seconds(True, "lookahead")
+            f_min = min(f_d, corr.factor("aggregated", "total"))
+            if carry + t_alone - host * f_do > tau and f_do <= f_min:
                 why = f"nothing keeps the gap <= tau={_ms(tau)}; decodes alone, prefill waits"
                 return self._decode_only(rids, t_alone, why)
         ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
@@ -291,21 +294,22 @@ class DuetPolicy:
         """An aggregated plan predicted to take ``t`` (corrected) seconds."""
         f = self.correction.factor("aggregated", "total")
         total = self.total_sms
-        plan = BatchPlan("aggregated", rids, chunks, total, total, 1, t, t, t, reason)
+        plan = BatchPlan.aggregated(rids, chunks, total, t, reason)
         return self._remember(plan, f, f)
 
     def _decode_only(self, rids: tuple[str, ...], t: float, reason: str) -> BatchPlan:
         f = self.correction.factor("decode_only", "decode")
-        plan = BatchPlan("decode_only", rids, (), self.total_sms, 0, 1, t, t, 0.0, reason)
+        plan = BatchPlan.decode_only(rids, self.total_sms, t, reason)
         return self._remember(plan, f, 1.0)
 
     def _spatial(
         self, rids: tuple[str, ...], ch: SpatialChoice, f_d: float, f_p: float, reason: str
     ) -> BatchPlan:
-        plan = BatchPlan(
-            "spatial", rids, ch.prefill, ch.sms_decode, ch.sms_prefill, ch.lookahead,
-            ch.total_s, ch.decode_s, ch.prefill_s, reason,
-        )  # fmt: skip
+        plan = BatchPlan.spatial(
+            rids, ch.prefill, ch.sms_decode, ch.sms_prefill, ch.lookahead,
+            predicted_decode_s=ch.decode_s, predicted_prefill_s=ch.prefill_s,
+            predicted_total_s=ch.total_s, reason=reason,
+        )
         return self._remember(plan, f_d, f_p)
 
     def _remember(self, plan: BatchPlan, f_a: float, f_b: float) -> BatchPlan:

@@ -91,7 +91,7 @@ def best_gap_split(
 def shrink_to_fit(
     i: int, sms_d: int, sms_p: int, chunks: tuple[PrefillChunk, ...], n_d: int, t_d: float,
     t_p: float, tau: float, k_cap: int,
-    evaluate: Callable[[tuple[PrefillChunk, ...]], tuple[float, float]],
+    evaluate: Callable[[tuple[PrefillChunk, ...]], tuple[float, float]], step_max: float = 1e30,
 ) -> SpatialChoice | None:
     """The longest FIFO prefix of ``chunks`` (within a few predictions) that k_cap decode steps
     cover within tau (``t_p' - (k_cap - 1) * t_d' <= tau``) at menu entry i; None when none is
@@ -108,6 +108,7 @@ def shrink_to_fit(
     if f_lo > _EPS or f_hi <= _EPS:
         return None
     found: tuple[int, float, float, tuple[PrefillChunk, ...]] | None = None
+    # ``step_max``: the decode step's own bound (tau less the carried wait)
     for _ in range(_SHRINK_STEPS):
         size = lo + (hi - lo) * (-f_lo) / (f_hi - f_lo) * _SHRINK_SLACK
         size = min(hi - 1, max(lo + 1, int(size)))
@@ -116,7 +117,7 @@ def shrink_to_fit(
         prefix = truncate_chunks(chunks, size)
         td, tp = evaluate(prefix)
         f = excess(td, tp)
-        if f <= _EPS:
+        if f <= _EPS and td <= step_max + _EPS:
             lo, f_lo, found = size, f, (size, td, tp, prefix)
         else:
             hi, f_hi = size, f
@@ -176,7 +177,7 @@ def search_gap(
             return bd.total_s * f_d, bp.total_s * f_p
 
         ch = shrink_to_fit(i, sd, sp, chunks, n_d, float(td[i]), float(tp[i]), tau, k_max,
-                           evaluate)
+                           evaluate, tau - carry)
         if ch is not None:
             return ch, max(carry + ch.decode_s, ch.prefill_s - (ch.lookahead - 1) * ch.decode_s)
     k_lo = np.minimum(min_lookahead(td, tp, tau), float(k_max))

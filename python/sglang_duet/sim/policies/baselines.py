@@ -40,7 +40,7 @@ class ChunkedPolicy(_NoFeedback):
         if not rids and not chunks:
             return BatchPlan.idle()
         s = self.total_sms
-        return BatchPlan("aggregated", rids, chunks, s, s, 1, 0.0, 0.0, 0.0, "chunked prefill")
+        return BatchPlan.aggregated(rids, chunks, s, reason="chunked prefill")
 
 
 class PrefillFirstPolicy(_NoFeedback):
@@ -55,8 +55,8 @@ class PrefillFirstPolicy(_NoFeedback):
         s = self.total_sms
         if _has_prompt(waiting):
             chunks = form_prefill_chunks(waiting, self.token_budget)
-            return BatchPlan("aggregated", (), chunks, s, s, 1, 0.0, 0.0, 0.0, "prefill first")
+            return BatchPlan.aggregated((), chunks, s, reason="prefill first")
         if not decodes:
             return BatchPlan.idle()
         rids = tuple(r.rid for r in decodes)
-        return BatchPlan("decode_only", rids, (), s, 0, 1, 0.0, 0.0, 0.0, "no prompt waiting")
+        return BatchPlan.decode_only(rids, s, reason="no prompt waiting")

@@ -30,9 +30,10 @@ Scheduling -- ``sglang/srt/multiplex/multiplexing_mixin.py``:
   later ones while they fit the rest of ``max_prefill_tokens`` (16384;
   ``schedule_policy.py`` ``PrefillAdder.add_one_req``).
 
-Costs the roofline model leaves out (so this baseline is, if anything, favoured): the stream
-synchronisations at every group switch, the host work of one decode step per loop (no overlap
-schedule) and of each layer slice, the TP all-reduce of the completion flag every loop, decode
+Each decode step pays a CPU-scheduled pass's host time (the executor, from the latency model's
+host term). Costs the model leaves out (so this baseline is, if anything, favoured): the stream
+synchronisations at every group switch, the host work of each layer slice, the TP all-reduce of
+the completion flag every loop, decode
 CUDA graphs captured per stream group on green contexts (SGLang warns of slowdowns with torch
 >= 2.7), and decode steps whose batch shrinks or contexts grow during a long prefill (timed at
 the first step's batch here).
