@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.sglang-duet-installed
 DEPS   := pyproject.toml sgl-duet-kernel/pyproject.toml sgl-duet-kernel/CMakeLists.txt \
           $(wildcard sgl-duet-kernel/csrc/*) $(wildcard sgl-duet-kernel/include/*)
 
-.PHONY: venv serve test lint paper clean
+.PHONY: venv serve test lint paper capacity clean
 
 venv: $(STAMP)
 
@@ -33,8 +33,14 @@ test: venv lint
 lint: venv
 	$(PY) -m ruff check python test benchmark
 
-paper: venv
+paper: venv capacity
 	$(PY) -m benchmark.paper
+
+# Capacity (highest QPS with >= 90% of requests meeting both SLOs) per policy, every trace, both
+# paper configurations; results, plots and tables in benchmark/results/capacity/.
+capacity: venv
+	$(PY) -m benchmark.capacity --trace all --quiet
+	$(PY) -m benchmark.capacity --trace all --model qwen3-14b --tp 2 --quiet
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info python/*.egg-info .pytest_cache

@@ -13,8 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from .claims import CLAIMS, OBS3_CLAIMS  # noqa: E402
 
 LABELS = {"vllm-chunked": "Agg-vLLM (2 replicas)", "dynamo-1p1d": "Disagg 1P1D"}
-COLORS = {"duet": "tab:red", "vllm-chunked": "tab:blue", "sglang-chunked": "tab:cyan",
-          "sglang-default": "tab:gray", "sglang-pdmux": "tab:purple", "dynamo-1p1d": "tab:orange"}
+COLORS = {"duet": "tab:red", "duet-paper": "salmon", "vllm-chunked": "tab:blue",
+          "sglang-chunked": "tab:cyan", "sglang-default": "tab:gray",
+          "sglang-pdmux": "tab:purple", "dynamo-1p1d": "tab:orange"}
 
 
 # --- figures ------------------------------------------------------------------------------------
@@ -187,9 +188,17 @@ real 2x H100 runs, where it reports something. Full metrics: `results.json`.
 
 What the simulator leaves out, so expect differences: CPU scheduling and kernel-launch overhead
 (the roofline has none, so decode steps are fast and iterations never stall on the host);
-prefix (radix) caching (Mooncake's `hash_ids` are ignored); network/NIXL set-up cost beyond
-bytes / NVLink bandwidth; vLLM/SGLang/Dynamo implementation details beyond batch formation,
-KV admission and preemption. The paper's Azure request counts are transposed (the code trace
+prefix (radix) caching (Mooncake's `hash_ids` are ignored); vLLM/SGLang/Dynamo implementation
+details beyond batch formation, KV admission, preemption, SGLang pdmux's stream-group rules and
+the 1P1D KV transfer (NixlConnector's measured throughput and post time, see
+`sglang_duet/sim/engine.py`).
+
+Which results follow the paper's design: `duet-paper` is the paper's scheme (spatial plans
+bound one decode step, `t_d <= tau`, and run synchronously: `max(k * t_d, t_p)`). `duet` goes
+beyond it (issue #13): its spatial plans bound the gap a request sees across the whole prefill
+(enough look-ahead steps to cover it, the previous plan's tail counted against the next plan)
+and plan with a margin learned from the online correction. Capacity per policy:
+`benchmark/results/capacity/`. The paper's Azure request counts are transposed (the code trace
 has 8,819 requests, the conversation trace 19,366; see `benchmark/traces/README.md`); the full
 traces are replayed here at the stated QPS with Poisson arrivals.
 """

@@ -54,7 +54,7 @@ class DuetArgs:
         },
     )
     max_lookahead: int = field(
-        default=4,
+        default=8,  # enough steps to cover an 8K-token prefill at t_d ~ tau / 2 (issue #13)
         metadata={"help": "Most decode steps run back to back per spatial iteration (>= 1).",
                   "min": 1},
     )

@@ -90,3 +90,32 @@ def test_idle_observation_is_ignored():
     assert plan.mode == "idle"
     pol.observe(plan, 1.0)
     assert set(pol.correction.factors().values()) == {1.0}
+
+
+def test_margin_is_one_while_exact_and_grows_with_jitter():
+    c = Correction()
+    for _ in range(20):
+        c.update("spatial", "decode", 0.05, 0.05)
+    assert c.margin("spatial", "decode") == 1.0
+    for i in range(40):  # measured alternates 20% above and below the prediction
+        c.update("spatial", "decode", 0.05 * (1.2 if i % 2 else 0.8), 0.05)
+    m = c.margin("spatial", "decode")
+    assert 1.2 < m < 1.0 + 2 * 0.25 / c.factor("spatial", "decode") + 1e-9
+    c.reset()
+    assert c.margin("spatial", "decode") == 1.0
+
+
+def test_gap_policy_plans_with_the_learned_margin():
+    """Jittery spatial measurements shrink the tau a spatial plan is sized for."""
+    decodes = [ReqState(f"d{i}", 4096, 4096, 1) for i in range(64)]
+    waiting = [ReqState("w", 8192, 0, 0)]
+    pol = DuetPolicy.build("adaptive", 0.1)
+    calm = pol.plan(decodes, waiting)
+    assert calm.mode == "spatial"
+    for i in range(40):
+        f = 1.3 if i % 2 else 0.7
+        pol.observe(calm, calm.predicted_total_s, calm.predicted_decode_s * f,
+                    calm.predicted_prefill_s)
+    jittery = pol.plan(decodes, waiting)
+    assert jittery.mode == "spatial" and jittery.predicted_decode_s < calm.predicted_decode_s
+    assert "tau=" in jittery.reason and "tau=100.0ms" not in jittery.reason

@@ -15,9 +15,10 @@ MENUS = {"tpc": SmMenu.tpc_masks(132), "green": SmMenu.green_contexts(132)}
 
 
 @functools.cache
-def policy(mode: str, tau: float, menu: str, budget: int, k: int) -> DuetPolicy:
+def policy(mode: str, tau: float, menu: str, budget: int, k: int,
+           scheme: str = "gap") -> DuetPolicy:
     base = DuetPolicy.build("adaptive", 0.1)
-    return DuetPolicy(mode, tau, budget, k, base.latency, MENUS[menu])
+    return DuetPolicy(mode, tau, budget, k, base.latency, MENUS[menu], scheme=scheme)
 
 
 @st.composite
@@ -44,7 +45,8 @@ params = st.tuples(
 
 def fresh(pol: DuetPolicy) -> DuetPolicy:
     return DuetPolicy(
-        pol.mode, pol.tbt_slo_s, pol.token_budget, pol.max_lookahead, pol.latency, pol.menu
+        pol.mode, pol.tbt_slo_s, pol.token_budget, pol.max_lookahead, pol.latency, pol.menu,
+        scheme=pol.scheme,
     )
 
 
@@ -138,8 +140,10 @@ def feasible_exists(pol: DuetPolicy, decodes, waiting) -> bool:
 @SETTINGS
 @given(workload(), params)
 def test_meets_tau_whenever_some_plan_does(work, prm):
+    # the paper's notion (one decode step <= tau); the gap scheme's bound is checked by
+    # test_gap_choice_is_the_best_split_whose_gap_meets_tau
     decodes, waiting = work
-    pol = policy("adaptive", *prm[1:])
+    pol = policy("adaptive", *prm[1:], scheme="paper")
     plan = pol.plan(decodes, waiting)
     if plan.mode == "idle" or not decodes:
         return
@@ -154,7 +158,7 @@ def test_meets_tau_whenever_some_plan_does(work, prm):
 def test_spatial_choice_is_the_best_feasible_split(work, prm):
     """Without shrinking, the optimizer's pick equals a full scan of menu x lookahead."""
     decodes, waiting = work
-    pol = policy("spatial", *prm[1:])
+    pol = policy("spatial", *prm[1:], scheme="paper")
     pol.optimizer.shrink = False
     try:
         plan = pol.plan(decodes, waiting)
@@ -181,6 +185,38 @@ def test_spatial_choice_is_the_best_feasible_split(work, prm):
             best = max(best, (k * n_d + n_p) / max(k * bd.total_s, bp.total_s))
     got = (plan.lookahead * n_d + n_p) / plan.predicted_total_s
     assert got >= best * (1 - 1e-9)
+
+
+@SETTINGS
+@given(workload(), params)
+def test_gap_choice_is_the_best_split_whose_gap_meets_tau(work, prm):
+    """The gap scheme's unshrunk pick equals a full scan of menu x lookahead under its bound:
+    t_d <= tau and t_p - (k - 1) * t_d <= tau (unless every decode is done within k steps)."""
+    decodes, waiting = work
+    pol = policy("spatial", *prm[1:])
+    plan = pol.plan(decodes, waiting)
+    if plan.mode != "spatial" or "shrunk" in plan.reason or "no split" in plan.reason:
+        return
+    tau, k_max = pol.tbt_slo_s, pol.max_lookahead
+    t_d, t_p, k = plan.predicted_decode_s, plan.predicted_prefill_s, plan.lookahead
+    done = max(r.max_new_tokens - r.generated for r in decodes) if all(
+        r.max_new_tokens for r in decodes) else 1 << 30
+    assert t_d <= tau + 1e-12 and 1 <= k <= k_max
+    assert t_p - (k - 1) * t_d <= tau + 1e-9 or k >= done
+    ctx = [r.decode_context for r in decodes]
+    dec = Batch([1] * len(ctx), ctx)
+    plen = {r.rid: r.prompt_len for r in waiting}
+    pre = Batch([c.length for c in plan.prefill], [c.start for c in plan.prefill],
+                [c.completes(plen[c.rid]) for c in plan.prefill])
+    n_d, n_p, total = len(decodes), plan.num_prefill_tokens, pol.menu.total_sms
+    best = 0.0
+    for s in pol.menu.decode_sizes:
+        bd, bp = pol.latency.predict_concurrent(dec, pre, s, total - s)
+        a, b = bd.total_s, bp.total_s
+        for kk in range(1, k_max + 1):
+            if a <= tau and (b - (kk - 1) * a <= tau or kk >= done):
+                best = max(best, (kk * n_d + n_p) / max(kk * a, b))
+    assert (k * n_d + n_p) / plan.predicted_total_s >= best * (1 - 1e-9)
 
 
 @SETTINGS

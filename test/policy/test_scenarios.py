@@ -25,7 +25,7 @@ def test_light_load_is_aggregated():
 
 
 def test_64_decodes_at_4k_plus_8k_prompt_goes_spatial_with_minimal_decode_partition():
-    pol = DuetPolicy.build("adaptive", 0.1)
+    pol = DuetPolicy.build("adaptive", 0.1, scheme="paper")
     decodes = running(64, 4096)
     waiting = [ReqState("long", 8192, 0, 0)]
     plan = pol.plan(decodes, waiting)
@@ -84,42 +84,58 @@ def test_tight_slo_no_feasible_split_falls_back_to_decode_only():
     assert plan.mode == "decode_only"
     assert plan.predicted_decode_s == pytest.approx(alone)
     if alone > 0.02:
-        assert "nothing meets tau" in plan.reason
+        assert "nothing meets tau" in plan.reason or "nothing keeps the gap" in plan.reason
 
 
-def test_modes_on_the_same_input():
-    decodes = running(64, 4096)
-    waiting = [ReqState("w", 8192, 0, 0)]
-    agg = DuetPolicy.build("aggregated", 0.1).plan(decodes, waiting)
-    assert agg.mode == "aggregated" and agg.predicted_total_s > 0.1  # never splits
-    forced = DuetPolicy.build("spatial", 1.0).plan(running(2, 100), [ReqState("w", 50, 0, 0)])
-    assert forced.mode == "spatial"  # even under light load
-    only_decodes = DuetPolicy.build("adaptive", 0.1).plan(decodes, [])
-    assert only_decodes.mode == "decode_only" and only_decodes.sms_decode == 132
-    only_prefill = DuetPolicy.build("adaptive", 0.1).plan([], waiting)
-    assert only_prefill.mode == "aggregated" and only_prefill.decode_rids == ()
-    assert DuetPolicy.build("adaptive", 0.1).plan([], []).mode == "idle"
+def test_gap_scheme_covers_the_prefill_with_lookahead_steps():
+    """64 decodes at 4K + an 8K prompt: the decodes keep producing tokens through the prefill,
+    so the boundary gap t_p - (k - 1) * t_d stays within tau; the paper's scheme does not."""
+    decodes, waiting = running(64, 4096), [ReqState("long", 8192, 0, 0)]
+    gap = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting)
+    paper = DuetPolicy.build("adaptive", 0.1, scheme="paper").plan(decodes, waiting)
+    for plan in (gap, paper):
+        assert plan.mode == "spatial" and plan.predicted_decode_s <= 0.1
+
+    def boundary(p):
+        return p.predicted_prefill_s - (p.lookahead - 1) * p.predicted_decode_s
+
+    assert boundary(gap) <= 0.1 < boundary(paper)
+    assert gap.sms_prefill > gap.sms_decode
 
 
-def test_green_context_menu_is_respected():
-    from sglang_duet.policy import SmMenu
+def test_gap_scheme_carries_the_tail_into_the_next_plan():
+    """After a spatial plan whose prefill outlasts its k steps, the next plan's first step must
+    fit in what is left of tau: a mixed batch that alone meets tau no longer does."""
+    pol = DuetPolicy.build("adaptive", 0.1)
+    spatial = pol.plan(running(64, 4096), [ReqState("long", 8192, 0, 0)])
+    tail = spatial.predicted_prefill_s - spatial.lookahead * spatial.predicted_decode_s
+    assert tail > 0.0
+    # a mixed batch between 0.1 - tail and 0.1 s: aggregated on its own
+    small = None
+    for n in range(256, 8192, 4):
+        cand = (running(4, 512), [ReqState("w", n, 0, 0)])
+        plan = DuetPolicy.build("adaptive", 0.1).plan(*cand)
+        if plan.mode == "aggregated" and plan.predicted_total_s > 0.1 - tail:
+            small = cand
+            break
+    assert small is not None
+    pol.observe(spatial, spatial.predicted_total_s)
+    assert pol._carry_s == pytest.approx(tail)
+    after = pol.plan(*small)
+    assert after.mode != "aggregated"
+    pol.observe(after, after.predicted_total_s)  # no tail left: aggregated again
+    assert pol.plan(*small).mode == "aggregated" or after.mode == "spatial"
 
-    base = DuetPolicy.build("adaptive", 0.1)
-    pol = DuetPolicy("adaptive", 0.1, latency=base.latency, menu=SmMenu.green_contexts(132))
-    plan = pol.plan(running(64, 4096), [ReqState("w", 8192, 0, 0)])
-    assert plan.mode == "spatial"
-    assert plan.sms_decode % 8 == 0 and plan.sms_decode >= 8 and plan.sms_prefill >= 8
 
-
-def test_constructor_validation():
-    base = DuetPolicy.build("adaptive", 0.1)
-    with pytest.raises(ValueError):
-        DuetPolicy("disaggregated", 0.1, latency=base.latency)
-    with pytest.raises(ValueError):
-        DuetPolicy("adaptive", 0.0, latency=base.latency)
-    with pytest.raises(TypeError):
-        DuetPolicy("adaptive", 0.1)
-    from sglang_duet.policy import SmMenu
-
-    with pytest.raises(ValueError):
-        DuetPolicy("adaptive", 0.1, latency=base.latency, menu=SmMenu.tpc_masks(108))
+def test_backlog_plans_faster_decode_steps_within_the_same_gap_bound():
+    """With prompt work queued beyond this iteration, the gap scheme sizes the decode step for
+    half of tau when a split allows it (decodes finish and free KV sooner)."""
+    decodes, waiting = running(64, 4096), [ReqState("long", 8192, 0, 0)]
+    calm = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting)
+    busy = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting, backlog=True)
+    assert calm.mode == busy.mode == "spatial"
+    assert calm.predicted_decode_s > 0.05 >= busy.predicted_decode_s
+    assert busy.sms_decode > calm.sms_decode
+    assert busy.predicted_prefill_s - (busy.lookahead - 1) * busy.predicted_decode_s <= 0.1
+    paper = DuetPolicy.build("adaptive", 0.1, scheme="paper")
+    assert paper.plan(decodes, waiting, backlog=True) == paper.plan(decodes, waiting)

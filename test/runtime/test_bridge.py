@@ -39,3 +39,11 @@ def test_policy_inputs_order_chunked_first_and_skip_finished():
     assert [d.rid for d in decodes] == ["d1"]
     assert [w.rid for w in queue] == ["c", "w1", "w2"]
     assert queue[0].computed == 128
+
+
+def test_backlog_is_prompt_work_beyond_one_iteration():
+    from sglang_duet.policy import ReqState
+    from sglang_duet.runtime.bridge import backlog
+
+    w = [ReqState("a", 100, 40, 0), ReqState("b", 50, 0, 0)]  # 60 + 50 prompt tokens left
+    assert not backlog(w, 110) and backlog(w, 109) and not backlog([], 0)

@@ -81,3 +81,17 @@ def test_kv_room_before_the_prefill_and_step0_took_theirs():
 
 def test_no_live_decodes():
     assert max_safe_lookahead(sched(), batch([]), 4) == Lookahead(1, "")
+
+
+def test_longest_request_sets_the_room_not_the_shortest():
+    """One live request has 1 token left, the other 99: the plan's 4 steps all run (the first
+    finishes at its step, its surplus is discarded), so the other keeps its gap bound."""
+    assert max_safe_lookahead(sched(), batch([req(max_new=5, out=4), req()]), 4) == Lookahead(4)
+
+
+def test_row_of_the_req_to_token_table_caps_it():
+    import torch
+
+    b = batch([NS(**vars(req()), origin_input_ids=[0] * 90)])
+    b.req_to_token_pool = NS(req_to_token=torch.zeros(1, 93, dtype=torch.int32))
+    assert max_safe_lookahead(sched(), b, 8).steps == 2

@@ -103,6 +103,19 @@ class TestSpatialMode:
         assert "leak" not in spatial_server.log(tail=0).lower()
 
 
+    def test_penalties_fall_back_to_k1_counted_on_metrics(self, spatial_server, duet_server):
+        """Sampling penalties need per-step output counts: spatial plans run them with k = 1,
+        the same tokens as aggregated mode, and /metrics counts each fallback by reason."""
+        ps = prompts(12, MIXED, seed=8)
+        reason = "penalties"
+        before = metric(spatial_server, "lookahead_limited", reason=reason)
+        sp = {"ignore_eos": True, "frequency_penalty": 0.5}
+        got = [r["output_ids"] for r in run_all(spatial_server, ps, 9, **sp)]
+        assert got == [r["output_ids"] for r in run_all(duet_server, ps, 9, **sp)]
+        assert metric(spatial_server, "lookahead_limited", reason=reason) > before
+        assert wait_idle_and_empty(spatial_server) == 0
+
+
 class TestAborts:
     def test_20_percent_disconnects(self, spatial_server):
         ps = prompts(200, MIXED, seed=5)

@@ -24,10 +24,14 @@ def req(rid):
 
 
 class FakePolicy:
+    token_budget = 8192
+
     def __init__(self, plan):
         self.plan_ = plan
+        self.backlog = None
 
-    def plan(self, decodes, waiting):
+    def plan(self, decodes, waiting, backlog=False):
+        self.backlog = backlog
         return self.plan_
 
 

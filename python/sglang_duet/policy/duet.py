@@ -16,6 +16,11 @@
 4. ``spatial`` mode (tests, experiments): a spatial plan whenever both phases have work -- the
    best feasible one, else the best objective over the whole menu even though it misses tau.
 
+Spatial schemes (``scheme``): ``"gap"`` (default, ``gap_optimizer``) bounds the gap a request
+sees: the last spatial plan's tail (``carry``) counts against the next plan's first step and
+the look-ahead covers the prefill within tau, with a margin learned from the correction's
+spread. ``"paper"``: the paper's synchronous scheme (``PartitionOptimizer``, t_d <= tau only).
+
 Predictions are multiplied by the online correction factors (``correction.Correction``) fed by
 ``observe``. Times are seconds, partitions SMs.
 """
@@ -29,6 +34,7 @@ from typing import TYPE_CHECKING
 from ..latency import Batch
 from .batching import chunk_waiting
 from .correction import Correction
+from .gap_optimizer import BACKLOG_DECODE_SHARE, search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .plan import BatchPlan
 from .sm_menu import SmMenu
@@ -38,6 +44,7 @@ if TYPE_CHECKING:
     from ..latency import LatencyModel
 
 POLICY_MODES: tuple[str, ...] = ("adaptive", "aggregated", "spatial")
+SPATIAL_SCHEMES: tuple[str, ...] = ("gap", "paper")
 _ISSUED_KEEP = 64  # plans whose correction factors are remembered for observe()
 
 
@@ -47,13 +54,16 @@ class DuetPolicy:
         mode: str,
         tbt_slo_s: float,
         token_budget: int = 8192,
-        max_lookahead: int = 4,
+        max_lookahead: int = 8,
         latency: LatencyModel | None = None,
         menu: SmMenu | None = None,
         correction: bool = True,
+        scheme: str = "gap",
     ) -> None:
         if mode not in POLICY_MODES:
             raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
+        if scheme not in SPATIAL_SCHEMES:
+            raise ValueError(f"scheme must be one of {SPATIAL_SCHEMES}, got {scheme!r}")
         if tbt_slo_s <= 0:
             raise ValueError(f"tbt_slo_s must be > 0, got {tbt_slo_s}")
         if token_budget < 1:
@@ -66,6 +76,9 @@ class DuetPolicy:
         if menu.total_sms != hw.num_sms:
             raise ValueError(f"menu has {menu.total_sms} SMs, {hw.name} has {hw.num_sms}")
         self.mode = mode
+        self.scheme = scheme
+        self._carry_s = 0.0  # predicted wait the running decodes start the next iteration with
+        self._backlog = False
         self.tbt_slo_s = float(tbt_slo_s)
         self.token_budget = int(token_budget)
         self.max_lookahead = int(max_lookahead)
@@ -91,20 +104,26 @@ class DuetPolicy:
         tp: int = 1,
         menu: SmMenu | None = None,
         token_budget: int = 8192,
-        max_lookahead: int = 4,
+        max_lookahead: int = 8,
         correction: bool = True,
+        scheme: str = "gap",
     ) -> DuetPolicy:
         """Policy over the built-in ``LatencyModel(get_hardware(hardware), get_model(model, tp))``;
         default menu: TPC masks of that GPU."""
         from ..latency import LatencyModel, get_hardware, get_model
 
         latency = LatencyModel(get_hardware(hardware), get_model(model, tp=tp))
-        return cls(mode, tbt_slo_s, token_budget, max_lookahead, latency, menu, correction)
+        return cls(mode, tbt_slo_s, token_budget, max_lookahead, latency, menu, correction, scheme)
 
     # --- planning --------------------------------------------------------------------------
-    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState]) -> BatchPlan:
+    def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
+             backlog: bool = False) -> BatchPlan:
         """The plan of the next iteration for the running ``decodes`` and the FIFO ``waiting``
-        queue (see the module docstring). Deterministic for the same inputs and factors."""
+        queue (see the module docstring). Deterministic for the same inputs and factors.
+        ``backlog``: the driver holds prompt work back beyond this iteration (token budget or KV
+        pool full); the gap scheme then sizes decode steps for ``BACKLOG_DECODE_SHARE * tau``
+        when a split allows it, so running requests finish and free their KV sooner."""
+        self._backlog = backlog
         n_d = len(decodes)
         chunks, completes = chunk_waiting(waiting, self.token_budget - n_d)
         rids = tuple([r.rid for r in decodes])
@@ -122,10 +141,13 @@ class DuetPolicy:
         dec = _decode_batch(decodes)
         if self.mode == "aggregated":
             return self._aggregated(rids, chunks, (dec, pre), "aggregated mode")
+        search = self._gap_search if self.scheme == "gap" else self._spatial_search
         if self.mode == "spatial":
-            return self._spatial_search(rids, chunks, dec, completes, pre, None, forced=True)
+            return search(rids, chunks, dec, completes, pre, None, True, decodes)
         tau = self.tbt_slo_s
         f_agg = self.correction.factor("aggregated", "total")
+        if self.scheme == "gap":  # the mixed batch's step comes on top of the carried wait
+            tau = tau / self.correction.margin("aggregated", "total") - self._carry_s
         # The prefill rows alone bound the mixed batch from below: skip building it when they
         # already miss tau (the usual case once spatial plans are needed).
         t_agg: float | None = None
@@ -133,19 +155,12 @@ class DuetPolicy:
             t_agg = self.latency.predict_union(dec, pre).total_s * f_agg
             if t_agg <= tau:
                 return self._agg_plan(rids, chunks, t_agg, f"mixed batch meets tau={_ms(tau)}")
-        return self._spatial_search(rids, chunks, dec, completes, pre, t_agg, forced=False)
+        return search(rids, chunks, dec, completes, pre, t_agg, False, decodes)
 
-    def _spatial_search(
-        self,
-        rids: tuple[str, ...],
-        chunks: tuple[PrefillChunk, ...],
-        dec: Batch,
-        completes: tuple[bool, ...],
-        pre: Batch,
-        t_agg: float | None,
-        forced: bool,
-    ) -> BatchPlan:
-        """``t_agg``: the mixed batch's corrected time when already predicted."""
+    def _spatial_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
+                        completes: tuple[bool, ...], pre: Batch, t_agg: float | None,
+                        forced: bool, decodes: Sequence[ReqState] = ()) -> BatchPlan:
+        """The paper's search. ``t_agg``: the mixed batch's corrected time when predicted."""
         tau = self.tbt_slo_s
         factor = self.correction.factor
         f_d, f_p = factor("spatial", "decode"), factor("spatial", "prefill")
@@ -212,6 +227,44 @@ class DuetPolicy:
             (agg.predicted_total_s, 1, agg),
             (t_alone, 2, self._decode_only(rids, t_alone, why)),
         ]
+        return min(cands, key=lambda t: (t[0], t[1]))[2]
+
+    def _gap_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
+                    completes: tuple[bool, ...], pre: Batch, t_agg: float | None, forced: bool,
+                    decodes: Sequence[ReqState]) -> BatchPlan:
+        """The ``gap`` scheme's spatial plan (``gap_optimizer``); fallbacks as the paper's."""
+        corr, carry, big_k = self.correction, self._carry_s, self.max_lookahead
+        f_d, f_p = corr.factor("spatial", "decode"), corr.factor("spatial", "prefill")
+        tau = self.tbt_slo_s / max(corr.margin("spatial", "decode"),
+                                   corr.margin("spatial", "prefill"))
+        t_alone = 0.0
+        if not forced:  # decodes alone on the whole GPU (less the host round trip a scheduled
+            t_alone = self._predict_alone(dec)  # step pays) bound every plan's gap from below
+            f_do, lat = corr.factor("decode_only", "decode"), self.latency
+            host = lat.host_seconds(True, "scheduled") - lat.host_seconds(True, "lookahead")
+            f_min = min(f_d, corr.factor("aggregated", "total"))
+            if carry + t_alone - host * f_do > tau and f_do <= f_min:
+                why = f"nothing keeps the gap <= tau={_ms(tau)}; decodes alone, prefill waits"
+                return self._decode_only(rids, t_alone, why)
+        ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
+                             completes, (f_d, f_p), tau, carry, big_k,
+                             lambda: max(map(_remaining, decodes), default=1),
+                             tau * BACKLOG_DECODE_SHARE if self._backlog else tau)
+        if ch.feasible:
+            why = f"gap <= tau={_ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)
+            return self._spatial(rids, ch, f_d, f_p, why)
+        why = f"no split keeps the gap <= tau={_ms(tau)}"
+        spatial = self._spatial(rids, ch, f_d, f_p, why + "; smallest gap")
+        if forced:
+            return spatial
+        if carry + t_alone <= tau:
+            return self._decode_only(rids, t_alone, why + "; decodes alone do, prefill waits")
+        if t_agg is None:
+            t_agg = self.latency.predict_union(dec, pre).total_s * corr.factor("aggregated",
+                                                                               "total")
+        cands = [(gap, 0, spatial),
+                 (carry + t_agg, 1, self._agg_plan(rids, chunks, t_agg, why + "; mixed")),
+                 (carry + t_alone, 2, self._decode_only(rids, t_alone, why + "; decodes alone"))]
         return min(cands, key=lambda t: (t[0], t[1]))[2]
 
     def _predict_alone(self, dec: Batch) -> float:
@@ -295,6 +348,10 @@ class DuetPolicy:
         ``measured_s`` is attributed to the phase predicted to be critical (``measured_s / k``
         per decode step, or the prefill batch).
         """
+        self._carry_s = 0.0
+        if plan.mode == "spatial" and plan.decode_rids and plan.prefill:
+            tail = plan.predicted_prefill_s - plan.lookahead * plan.predicted_decode_s
+            self._carry_s = tail if tail > 0.0 else 0.0
         if plan.mode == "idle" or not self.correction.enabled:
             return
         f_a, f_b = self._factors_used(plan)
@@ -331,6 +388,11 @@ def _ms(t: float) -> str:
 
 def _has_prompt(waiting: Sequence[ReqState]) -> bool:
     return any(r.prompt_len > r.computed for r in waiting)
+
+
+def _remaining(r: ReqState) -> int:
+    """Decode steps ``r`` can still take (unbounded without a max_new_tokens)."""
+    return 1 << 30 if r.max_new_tokens is None else max(1, r.max_new_tokens - r.generated)
 
 
 def _decode_batch(decodes: Sequence[ReqState]) -> Batch:

@@ -35,6 +35,17 @@ def waiting_state(req: Any) -> ReqState:
     )
 
 
+def backlog(waiting: Sequence[ReqState], budget: int) -> bool:
+    """Whether the waiting prompts hold more work than one iteration's prefill ``budget`` takes
+    (the policy's ``backlog``: the simulator's "still queued after admission")."""
+    left = budget
+    for r in waiting:
+        left -= r.remaining_prompt
+        if left < 0:
+            return True
+    return False
+
+
 class PolicyInputs(NamedTuple):
     """What `DuetPolicy.plan` takes: the running decodes and the waiting prompts, in order."""
 

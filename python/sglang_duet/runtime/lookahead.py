@@ -72,9 +72,11 @@ def max_safe_lookahead(
     for req in reqs:
         if req.grammar is not None or getattr(req, "return_sampling_mask", False):
             return Lookahead(1, "constrained")
-    # Never take more steps than any request can still use (each extra step is a token).
-    room = min(r.sampling_params.max_new_tokens - len(r.output_ids) for r in reqs)
-    k = max(1, min(k, room))
+    # No more steps than the longest-running request can still use: one that reaches its
+    # max_new_tokens earlier finishes at its step and its surplus steps are discarded (process),
+    # so the others keep producing tokens for the whole plan (the policy's gap bound needs it).
+    room = max(_tokens_left(r) for r in reqs)
+    k = max(1, min(k, room, _row_room(batch, reqs)))
     free = sched.token_to_kv_pool_allocator.available_size() - pending_tokens
     fit = max(0, free) // len(reqs) + (1 if step0_allocated else 0)
     if fit < k:
@@ -91,6 +93,20 @@ REASONS = {
     "constrained": "constrained decoding needs per-step processing",
     "kv_pool": "KV pool nearly full",
 }
+
+
+def _tokens_left(req: Any) -> int:
+    left = req.sampling_params.max_new_tokens
+    return 1 << 30 if left is None else left - len(req.output_ids)
+
+
+def _row_room(batch: Any, reqs: list[Any]) -> int:
+    """Steps left before a request's row of the req-to-token table ends (its context)."""
+    pool = getattr(batch, "req_to_token_pool", None)
+    if pool is None:
+        return 1 << 30
+    width = pool.req_to_token.shape[1]
+    return min(width - len(r.origin_input_ids) - len(r.output_ids) for r in reqs)
 
 
 @dataclass

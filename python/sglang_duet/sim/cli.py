@@ -125,6 +125,9 @@ def format_summary(report: dict[str, Any]) -> str:
         if m.get("mean_sms_decode") is not None:
             extra.append(f"{name}: mean S_d {m['mean_sms_decode']:.1f} SMs, "
                          f"mean k {m['mean_lookahead']:.2f}")
+        causes = ", ".join(f"{c} {n}" for c, n in (m.get("gap_causes") or {}).items() if n)
+        if causes:
+            extra.append(f"{name}: {m['gaps_over_tau']} gaps > tau: {causes}")
         if m["rejected"] or m["preemptions"]:
             extra.append(f"{name}: {m['rejected']} rejected (do not fit KV), "
                          f"{m['preemptions']} preemptions")

@@ -29,10 +29,14 @@ class SimConfig:
     tbt_slo_ms: float = _f(100.0, "TBT SLO tau (ms): the duet policy's target and the metric's")
     ttft_slo_ms: float = _f(10000.0, "TTFT SLO (ms) for goodput")
     token_budget: int = _f(8192, "chunked-prefill token budget")
-    max_lookahead: int = _f(4, "duet: most look-ahead decode steps per spatial iteration (K)")
+    max_lookahead: int = _f(8, "duet: most look-ahead decode steps per spatial iteration (K)")
     duet_mode: str = _f("adaptive", "duet policy mode: adaptive, aggregated or spatial")
     router: str = _f("round-robin", "request router across replicas (sglang_duet.router)")
     mem_fraction: float = _f(0.88, "share of GPU memory for weights + KV (SGLang's static)")
+    kv_xfer_gbps: float = _f(4.3, "1P1D KV transfer throughput (GB/s, all transfers together): "
+                             "vLLM NixlConnector as measured in vllm-project/vllm#50913")
+    kv_xfer_setup_ms: float = _f(6.7, "1P1D fixed cost per KV transfer (ms): NIXL post time, "
+                                 "vllm-project/vllm#50913")
     activation_reserve_gb: float = _f(2.0, "GPU memory kept for activations (GB)")
 
     def validate(self) -> SimConfig:
@@ -57,6 +61,8 @@ class SimConfig:
 
         if self.router not in ROUTERS:
             raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")
+        if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
+            raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

@@ -9,8 +9,18 @@ they are a sorted array merged into the loop. Ties within a kind go by insertion
 Topologies: ``aggregated`` puts ``gpus / tp`` identical replicas behind the router; ``1p1d``
 runs one prefill and one decode worker (each ``gpus / 2`` GPUs, TP = gpus / 2): a finished
 prefill waits until the decode worker has pages for it, then its KV crosses the link (FIFO,
-``tokens x kv_bytes_per_token / link_bw``); the first token reaches the user when the transfer
-lands, and the request decodes from the decode worker's next iteration on.
+``setup + tokens x kv_bytes_per_token / throughput``); the first token reaches the user when the
+transfer lands, and the request decodes from the decode worker's next iteration on. The prefill
+worker holds the request's pages until it lands.
+
+The transfer costs are the measured ones of vLLM's NixlConnector (Dynamo's vLLM backend pulls
+KV with it), not NVLink's peak: ``--kv-xfer-gbps`` 4.3 GB/s aggregate and ``--kv-xfer-setup-ms``
+6.7 ms post time per transfer (vllm-project/vllm#50913, 3P1D, 167 MB per transfer, 38.7 ms
+average). A same-host 1P1D report measured worse, 1.8 GB/s and 129 ms post time, without NVLink
+(vllm-project/vllm#34054). At the paper's Observation 3 load (8000-token prompts, 1.18 GB of
+Qwen3-8B KV each) the link then moves about 3.6 requests/s, below the prefill worker's rate:
+with NVLink's 450 GB/s the simulator had disaggregation at 0.83x aggregation's throughput where
+the paper measured < 0.5x.
 """
 
 from __future__ import annotations
@@ -76,15 +86,15 @@ class Simulation:
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9))
         self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration))
+        budget = self.spec.token_budget or cfg.token_budget
         ctx = PlanContext(self.latency, SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc),
-                          cfg.tbt_slo_ms / 1e3, cfg.token_budget, cfg.max_lookahead,
-                          cfg.duet_mode)
+                          cfg.tbt_slo_ms / 1e3, budget, cfg.max_lookahead, cfg.duet_mode)
         executor = Executor(self.latency, self.spec.free_running)
         flavor = Flavor.of(self.spec.flavor)
 
         def replica(i: int, role: str = "mixed", hand_off=None) -> Replica:
             return Replica(i, self.spec.make(ctx), executor, KvCache(self.sizing.num_pages),
-                           flavor, cfg.token_budget, role, hand_off,  # type: ignore[arg-type]
+                           flavor, budget, role, hand_off,  # type: ignore[arg-type]
                            reuse_predictions)
 
         if disagg:
@@ -110,7 +120,8 @@ class Simulation:
         self._p_pages: dict[str, int] = {}
         self._inflight: deque[float] = deque()
         self._link_free = 0.0
-        self._xfer_s_per_token = model.kv_bytes_per_token / hw.link_bw
+        self._xfer_s_per_token = model.kv_bytes_per_token / (cfg.kv_xfer_gbps * 1e9)
+        self._xfer_setup_s = cfg.kv_xfer_setup_ms / 1e3
         self.transfers = 0
         self.transfer_s = 0.0
 
@@ -162,7 +173,7 @@ class Simulation:
             self._inbox.popleft()
             d.kv.alloc(pages)
             r.pages = pages
-            dur = r.base * self._xfer_s_per_token
+            dur = self._xfer_setup_s + r.base * self._xfer_s_per_token
             self._link_free = max(now, self._link_free) + dur
             self._inflight.append(self._link_free)
             self.transfers += 1

@@ -9,8 +9,9 @@ irrelevant to timing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
-__all__ = ["KvCache", "KvSizing", "pages_for", "size_kv_cache"]
+__all__ = ["Flavor", "KvCache", "KvSizing", "pages_for", "size_kv_cache"]
 
 PAGE_SIZE = 16
 
@@ -101,3 +102,19 @@ class KvCache:
         """Pages to add so ``tokens`` fit a request now holding ``req_pages`` (0 if they do)."""
         need = -(-tokens // self.page_size) - req_pages
         return need if need > 0 else 0
+
+
+@dataclass(frozen=True)
+class Flavor:
+    """Memory behaviour of the serving system a replica imitates."""
+
+    name: Literal["sglang", "vllm"] = "sglang"
+    reserve_init: float = 0.7
+    reserve_min: float = 0.1
+    reserve_decay_steps: int = 600
+
+    @classmethod
+    def of(cls, name: str) -> Flavor:
+        if name == "vllm":
+            return cls("vllm", 0.0, 0.0, 1)
+        return cls("sglang")

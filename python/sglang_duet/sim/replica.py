@@ -12,11 +12,12 @@ Request lifecycle on a replica:
    iteration each running request gets the pages its next step(s) write; when they do not fit,
    requests are preempted (retract + recompute) until they do.
 
-Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan and times
-it with the Executor. A *decode stretch* (no prompt work admitted) asks the planner once, checks
-the answer is a plain decode step, and runs up to the first of: a request finishing, the KV
-pages running out, the first step starting at or after ``horizon`` (the next event that could
-bring work). Each stretch step counts as one iteration of the planner's mode.
+Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan (backlog:
+requests still queued after admission) and times it with the Executor. A *decode stretch* (no
+prompt work admitted) asks the planner once, checks the answer is a plain decode step, and runs
+up to the first of: a request finishing, the KV pages running out, the first step starting at or
+after ``horizon`` (the next event that could bring work). Each stretch step counts as one
+iteration of the planner's mode.
 """
 
 from __future__ import annotations
@@ -24,35 +25,21 @@ from __future__ import annotations
 from array import array
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
 from .executor import Executor
-from .kvcache import KvCache
+from .kvcache import Flavor, KvCache
 from .policies import Planner
 from .request import Request
 
-__all__ = ["Flavor", "Replica"]
+__all__ = ["ITER_KINDS", "Flavor", "Replica"]
+
+# iteration kinds as logged in ``Replica.iter_kind`` (index into this tuple)
+ITER_KINDS: tuple[str, ...] = ("aggregated", "decode_only", "spatial", "prefill_only")
 
 Role = Literal["mixed", "prefill", "decode"]
-
-
-@dataclass(frozen=True)
-class Flavor:
-    """Memory behaviour of the serving system a replica imitates."""
-
-    name: Literal["sglang", "vllm"] = "sglang"
-    reserve_init: float = 0.7
-    reserve_min: float = 0.1
-    reserve_decay_steps: int = 600
-
-    @classmethod
-    def of(cls, name: str) -> Flavor:
-        if name == "vllm":
-            return cls("vllm", 0.0, 0.0, 1)
-        return cls("sglang")
 
 
 class Replica:
@@ -86,6 +73,11 @@ class Replica:
         self.joiners: list[Request] = []  # decoded elsewhere up to here (1P1D); join at start
         self.by_rid: dict[str, Request] = {}
         self.steps = array("d")  # end time of every decode step, in order
+        # gap attribution (sim/attribution.py): every iteration's start time and kind, and the
+        # iteration each decode step belongs to
+        self.iter_start = array("d")
+        self.iter_kind = array("b")
+        self.step_iter = array("i")
         self.busy = False
         self.start_scheduled = False
         self._pending: tuple | None = None
@@ -219,7 +211,7 @@ class Replica:
     def _start_planned(self, now: float) -> float | None:
         while True:
             plan = self.planner.plan([r.to_state() for r in self.running],
-                                     [r.to_state() for r in self.prefilling])
+                                     [r.to_state() for r in self.prefilling], bool(self.queue))
             self.plans += 1
             if plan.mode == "idle":
                 return None
@@ -244,6 +236,11 @@ class Replica:
             self._reuse(),
         )
         steps = len(timing.step_offsets)
+        if steps > 1 and sum(self._step_need(r, steps) for r in dreqs) > self.kv.free:
+            # a free-running decode (pdmux) out of KV pages stops at the last step that fits
+            ctx = np.fromiter((r.base + r.gen - 1 for r in dreqs), np.int64, len(dreqs))
+            steps = self._kv_steps(ctx, steps, dreqs)
+            del timing.step_offsets[steps:]
         for r in dreqs:
             n = self._step_need(r, steps)
             if n:
@@ -257,6 +254,7 @@ class Replica:
         elif not chunks:
             mode = "decode_only"
         self.mode_iters[mode] = self.mode_iters.get(mode, 0) + 1
+        self._log_iteration(now, mode)
         if mode == "spatial":
             self.spatial_iters += 1
             self.sd_sum += plan.sms_decode
@@ -289,15 +287,22 @@ class Replica:
                 r.pages += need
         self.planner.observe(plan, float(d[0]), float(d[0]), None)
         self.mode_iters["decode_only"] = self.mode_iters.get("decode_only", 0) + m
+        self._log_iteration(now, "decode_only")
         ends = ends[:m]
         self._pending = (ends, running[:], [])
         end = float(ends[-1])
         self.busy_s += end - now
         return end
 
-    def _kv_steps(self, ctx: np.ndarray, m_cap: int) -> int:
-        """Most decode steps (<= m_cap, >= 1) whose page growth fits the free pages."""
-        pages = np.fromiter((r.pages for r in self.running), np.int64, len(self.running))
+    def _log_iteration(self, now: float, mode: str) -> None:
+        self.iter_start.append(now)
+        self.iter_kind.append(ITER_KINDS.index(mode))
+
+    def _kv_steps(self, ctx: np.ndarray, m_cap: int, reqs: list[Request] | None = None) -> int:
+        """Most decode steps (<= m_cap, >= 1) of ``reqs`` (default: the running requests, in
+        the order of ``ctx``) whose page growth fits the free pages."""
+        reqs = self.running if reqs is None else reqs
+        pages = np.fromiter((r.pages for r in reqs), np.int64, len(reqs))
         free, page = self.kv.free, self.page
 
         def need(j: int) -> int:
@@ -321,6 +326,8 @@ class Replica:
         s_base = len(self.steps)
         self.steps.extend(step_times)
         k = len(step_times)
+        if k:
+            self.step_iter.extend(array("i", [len(self.iter_start) - 1]) * k)
         done = False
         produced = 0
         if k:

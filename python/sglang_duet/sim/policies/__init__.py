@@ -17,14 +17,16 @@ from typing import Literal, Protocol
 from sglang_duet.latency import LatencyModel
 from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState, SmMenu
 
-from .baselines import PDMUX_TABLE, ChunkedPolicy, PdmuxPolicy, PrefillFirstPolicy
+from .baselines import ChunkedPolicy, PrefillFirstPolicy
+from .pdmux import MAX_PREFILL_TOKENS, PdmuxPolicy
 
-__all__ = ["PDMUX_TABLE", "POLICIES", "PlanContext", "Planner", "PolicySpec", "get_policy",
+__all__ = ["POLICIES", "PlanContext", "Planner", "PolicySpec", "get_policy",
            "policy_names"]
 
 
 class Planner(Protocol):
-    def plan(self, decodes: list[ReqState], waiting: list[ReqState]) -> BatchPlan: ...
+    def plan(self, decodes: list[ReqState], waiting: list[ReqState],
+             backlog: bool = False) -> BatchPlan: ...
 
     def observe(self, plan: BatchPlan, measured_s: float, decode_s: float | None = None,
                 prefill_s: float | None = None) -> None: ...
@@ -50,11 +52,17 @@ class PolicySpec:
     flavor: Literal["sglang", "vllm"] = "sglang"
     free_running: bool = False
     topology: Literal["aggregated", "1p1d"] = "aggregated"
+    token_budget: int | None = None  # the system's own prefill budget, overriding --token-budget
 
 
 def _duet(ctx: PlanContext) -> Planner:
     return DuetPolicy(ctx.duet_mode, ctx.tbt_slo_s, ctx.token_budget, ctx.max_lookahead,
-                      ctx.latency, ctx.menu, correction=True)
+                      ctx.latency, ctx.menu, correction=True, scheme="gap")
+
+
+def _duet_paper(ctx: PlanContext) -> Planner:
+    return DuetPolicy(ctx.duet_mode, ctx.tbt_slo_s, ctx.token_budget, ctx.max_lookahead,
+                      ctx.latency, ctx.menu, correction=True, scheme="paper")
 
 
 def _chunked(ctx: PlanContext) -> Planner:
@@ -66,19 +74,23 @@ def _prefill_first(ctx: PlanContext) -> Planner:
 
 
 def _pdmux(ctx: PlanContext) -> Planner:
-    return PdmuxPolicy(ctx.menu, ctx.token_budget)
+    return PdmuxPolicy(ctx.menu.total_sms, ctx.latency.hardware.name, ctx.token_budget)
 
 
 POLICIES: dict[str, PolicySpec] = {
     spec.name: spec
     for spec in (
-        PolicySpec("duet", "DuetPolicy (latency-model driven aggregated/spatial switch)", _duet),
+        PolicySpec("duet", "DuetPolicy: aggregated/spatial switch, spatial gap bounded by tau",
+                   _duet),
+        PolicySpec("duet-paper", "DuetPolicy, the paper's synchronous spatial scheme "
+                   "(t_d <= tau only)", _duet_paper),
         PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm"),
         PolicySpec("sglang-chunked", "SGLang mixed chunked prefill", _chunked),
         PolicySpec("sglang-default", "SGLang default: prefill-only batches first",
                    _prefill_first),
-        PolicySpec("sglang-pdmux", "SGLang PD-multiplexing, static SM split by decode batch",
-                   _pdmux, free_running=True),
+        PolicySpec("sglang-pdmux", "SGLang 0.5.17 PD-multiplexing: green-context groups by "
+                   "decode batch, unchunked prefill, free-running decode", _pdmux,
+                   free_running=True, token_budget=MAX_PREFILL_TOKENS),
         PolicySpec("dynamo-1p1d", "Dynamo 1P1D: prefill GPU + decode GPU (vLLM), KV transfer",
                    _chunked, "vllm", topology="1p1d"),
     )
