@@ -72,7 +72,8 @@ class DuetArgs:
     )
     plan_log: str | None = field(
         default=None,
-        metadata={"help": "Write every BatchPlan as one JSON line to PATH.tp<rank>.dp<rank>."},
+        metadata={"help": "Write every BatchPlan plus its measured_s as one JSON line to "
+                         "PATH.tp<rank>.dp<rank>."},
     )
     online_correction: bool = field(
         default=True,

@@ -39,7 +39,8 @@ class DuetMetrics:
         if plan.mode == "spatial":
             self.spatial_decode_steps += decode_steps
         if self._plan_log is not None:
-            self._plan_log.write(json.dumps(plan.to_dict(), sort_keys=True) + "\n")
+            row = {**plan.to_dict(), "measured_s": measured_s, "decode_steps": decode_steps}
+            self._plan_log.write(json.dumps(row, sort_keys=True) + "\n")
         miss = plan.mode != "idle" and plan.predicted_tbt_s > tbt_slo_s and bool(plan.decode_rids)
         self.slo_misses += miss
         if self._prom is not None:
