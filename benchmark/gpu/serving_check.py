@@ -63,9 +63,13 @@ class Plan:
     chunk: int | None = None  # --chunked-prefill-size (None: SGLang's default)
 
 
+MIN_SYSTEM_S = 60.0  # a server start plus two short bench runs
+
 CPU_PLAN = Plan(prompts=32, prompt_lens=(8, 120), new_tokens=8, qps=(4.0, 8.0), bench_requests=8,
-                scale=0.05, systems=("sglang-chunked", "duet"), server_args=(), duet_args=(),
-                chunk=128)
+                scale=0.05, systems=("sglang-chunked", "duet"),
+                # The CPU KV pool is sized by --max-total-tokens; SGLang still checks the static
+                # fraction against free host memory, which other jobs on a shared machine move.
+                server_args=("--mem-fraction-static", "0.3"), duet_args=(), chunk=128)
 
 
 def qwen3_8b_dir(out: Path) -> Path:
@@ -137,24 +141,45 @@ def step_latency(work: Path) -> dict:
     return summarize_plan_log(sorted(work.glob("plan_*.jsonl.tp0*")))
 
 
-def step_serving(plan: Plan, model: str, work: Path, budget_s: float) -> dict:
-    from benchmark.serving.compare import Config, compare
+def bench_systems(plan: Plan) -> list:
+    """The compared systems; duet gets the plan's duet flags (fewer captured partition sizes,
+    so it starts inside the stage's budget)."""
+    from dataclasses import replace
+
     from benchmark.serving.systems import SYSTEMS
 
-    cfg = Config(trace="azure_code", qps=list(plan.qps),
-                 systems=[SYSTEMS[s] for s in plan.systems], model=model,
-                 num_requests=plan.bench_requests, scale=plan.scale,
-                 chunked_prefill_size=plan.chunk,
-                 server_args=list(plan.server_args), ttft_slo_ms=1000.0, tbt_slo_ms=100.0,
-                 tag="serving", out_dir=str(work / "serving"), warmup_pass=False,
-                 run_timeout_s=max(30.0, budget_s))
-    res = compare(cfg, progress=lambda m: print(m, flush=True), work=str(work / "serving_work"))
-    systems = res["systems"]
-    # Must run: stock chunked prefill and duet, every QPS point with a summary; pdmux may not.
-    ok = all(systems[s]["status"] == "ran" and all(r["summary"] for r in systems[s]["runs"])
-             for s in ("sglang-chunked", "duet") if s in systems)
-    return {"ok": ok, "config": res["config"], "conversion": res["conversion"],
-            "systems": systems}
+    return [replace(SYSTEMS[s], flags=SYSTEMS[s].flags + plan.duet_args) if s == "duet"
+            else SYSTEMS[s] for s in plan.systems]
+
+
+def step_serving(plan: Plan, model: str, work: Path, deadline: float, save) -> dict:
+    """One `benchmark.serving` comparison per system, so each system's runs are saved when it
+    ends; pdmux (optional) only starts with at least MIN_SYSTEM_S left."""
+    from benchmark.serving.compare import Config, compare
+
+    out: dict = {"ok": False, "systems": {}}
+    for system in bench_systems(plan):
+        left = deadline - time.time()
+        if left < MIN_SYSTEM_S:
+            out["systems"][system.name] = {"status": "skipped", "runs": [],
+                                           "reason": f"only {left:.0f} s left in the stage"}
+            continue
+        cfg = Config(trace="azure_code", qps=list(plan.qps), systems=[system], model=model,
+                     num_requests=plan.bench_requests, scale=plan.scale,
+                     chunked_prefill_size=plan.chunk, server_args=list(plan.server_args),
+                     ttft_slo_ms=1000.0, tbt_slo_ms=100.0, tag=f"serving_{system.name}",
+                     out_dir=str(work / "serving"), warmup_pass=False, run_timeout_s=left)
+        res = compare(cfg, progress=lambda m: print(m, flush=True),
+                      work=str(work / "serving_work"))
+        out.update(config=res["config"], conversion=res["conversion"])
+        out["systems"][system.name] = res["systems"][system.name]
+        # Must run: stock chunked prefill and duet, every QPS with a summary; pdmux may not.
+        out["ok"] = all(
+            out["systems"].get(s, {}).get("status") == "ran"
+            and all(r["summary"] for r in out["systems"][s]["runs"])
+            for s in ("sglang-chunked", "duet"))
+        save(out)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,7 +211,13 @@ def main(argv: list[str] | None = None) -> int:
                     "model": model, "work": str(work), "steps": {}}
     steps = [("equality", lambda: step_equality(plan, model, work)),
              ("latency_model", lambda: step_latency(work)),
-             ("serving", lambda: step_serving(plan, model, work, deadline - time.time()))]
+             ("serving", lambda: step_serving(plan, model, work, deadline, partial("serving")))]
+    def partial(name):
+        def save(result: dict) -> None:
+            report["steps"][name] = result
+            write_result(a.out, report)
+        return save
+
     ok = True
     for name, fn in steps:
         if name in a.skip.split(","):

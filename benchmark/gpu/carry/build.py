@@ -96,21 +96,23 @@ def build(out: Path, target: Target | None = None, log=print) -> dict:
     fetched = download(PYPI_PINS, CACHE / "pypi", target, log)
     entries = []
     for name, path in fetched.items():
-        if name not in TRIMS:
-            entries.append(_entry(Path(shutil.copy2(path, wheels / path.name)), "pypi"))
-            continue
-        rules = TRIMS[name]
-        log(f"[carry] trimming {path.name} ({path.stat().st_size / MIB:.1f} MiB)")
+        rules = TRIMS.get(name, ())
         report = trim_wheel(path, wheels / path.name, [p for p, _ in rules])
-        entry = _entry(wheels / path.name, "pypi, trimmed")
-        entry["trim"] = {
-            "source_bytes": path.stat().st_size,
-            "dropped_unpacked_bytes": report.dropped_bytes,
-            "dropped_files": len(report.dropped),
-            "largest_dropped": [{"member": m, "bytes": b} for m, b in
-                                sorted(report.dropped, key=lambda d: -d[1])[:5]],
-            "rules": [{"pattern": p, "why": why} for p, why in rules],
-        }
+        entry = _entry(wheels / path.name, "pypi" if not (report.dropped or report.stripped)
+                       else "pypi, trimmed")
+        entry["source_bytes"] = path.stat().st_size
+        if report.dropped:
+            entry["dropped"] = {
+                "files": len(report.dropped), "unpacked_bytes": report.dropped_bytes,
+                "largest": [{"member": m, "bytes": b} for m, b in
+                            sorted(report.dropped, key=lambda d: -d[1])[:5]],
+                "rules": [{"pattern": p, "why": why} for p, why in rules]}
+        if report.stripped:
+            entry["debug_info_stripped"] = [{"member": m, "bytes_before": a, "bytes_after": b}
+                                            for m, a, b in report.stripped]
+        if report.dropped or report.stripped:
+            log(f"[carry] {path.name}: {path.stat().st_size / MIB:.1f} -> "
+                f"{entry['bytes'] / MIB:.1f} MiB")
         entries.append(entry)
     entries += [_entry(p, "built here") for p in build_own_wheels(wheels, log)]
     entries.sort(key=lambda e: -e["bytes"])

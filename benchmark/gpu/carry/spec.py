@@ -71,36 +71,30 @@ PYPI_PINS: tuple[str, ...] = (
     "sniffio==1.3.1",
     "compressed-tensors==0.20.1",
     "gguf==0.19.0",
-    "blobfile==3.0.0",
-    "pycryptodomex==3.24.2",
     "llguidance==1.9.1",
     "openai-harmony==0.0.4",
     "watchfiles==1.3.0",
     "zstandard==0.25.0",
-    "easydict==1.14",
     "torch-memory-saver==0.0.10",
-    # sglang/utils.py imports IPython.display at module level; IPython and what it imports.
+    # sglang 0.5.17 needs its pinned transformers: with the image's 5.17.0 `import sglang.srt.
+    # server_args` fails ("'qwen3_asr' is already used by a Transformers config"), seen by
+    # verify. 5.12.1 checks tokenizers<=0.23.0 at import (the image has 0.23.2).
+    "transformers==5.12.1",  # trimmed, see TRIMS
+    "tokenizers==0.22.2",
+    # sglang/utils.py imports IPython.display at module level: IPython and what that import
+    # loads (its shell's dependencies, jedi, prompt_toolkit, pexpect, ..., are not loaded).
     "ipython==9.18.1",
     "ipython-pygments-lexers==1.1.1",
     "traitlets==5.16.1",
-    "jedi==0.20.1",
-    "parso==0.8.7",
-    "prompt-toolkit==3.0.53",
-    "wcwidth==0.9.4",
-    "decorator==5.2.1",
-    "matplotlib-inline==0.2.2",
-    "stack-data==0.6.3",
-    "executing==2.3.0",
-    "asttokens==3.0.2",
-    "pure-eval==0.2.4",
-    "pexpect==4.9.0",
-    "ptyprocess==0.7.0",
-    "loguru==0.7.3",
+    "loguru==0.7.3",  # compressed-tensors imports it
     "dill==0.4.1",  # sglang/srt/sampling/custom_logit_processor.py (on the model path)
     "datasets==5.2.0",  # sglang/benchmark/datasets (bench_serving) imports it at module level
-    "multiprocess==0.70.19",  # datasets imports it  # compressed-tensors imports it
-    "transformers==5.12.1",  # sglang 0.5.17 pins it; the image's 5.17.0 is not what was tested
-    "tokenizers==0.22.2",  # transformers 5.12.1 needs tokenizers<0.23 (the image has 0.23.2)
+    "multiprocess==0.70.19",  # datasets imports it
+    # serving_chat.py validates tool schemas with jsonschema (module level).
+    "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1",
+    "referencing==0.37.0",
+    "rpds-py==2026.9.1",
 )
 
 # Members left out of some wheels, and why. sglang-kernel 0.4.5 is 383 MB (unpacked 1.2 GB, of
@@ -127,14 +121,29 @@ TRIMS: dict[str, tuple[tuple[str, str], ...]] = {
         ("flashinfer/data/*", "CUDA/CUTLASS sources for flashinfer's JIT; the check compiles no "
                               "flashinfer kernel (triton attention, pytorch sampling)"),
     ),
+    # The model implementations transformers ships are imported lazily, by name; sglang
+    # imports these (grep of sglang 0.5.17 for transformers.models.<m>.modeling_*), the rest
+    # go. modular_* files are the sources modeling_* are generated from; convert_* are scripts.
+    "transformers": (
+        ("transformers/models/*/modeling_*.py", "model code sglang does not import"),
+        *((f"!transformers/models/{m}/modeling_*.py", "imported by sglang") for m in (
+            "auto", "qwen2", "qwen2_5_vl", "qwen3", "qwen3_vl", "qwen2_audio", "pixtral",
+            "whisper", "siglip", "mistral", "mistral3", "llava", "llama", "llama4", "vitdet",
+            "paligemma", "mllama", "glmasr", "gemma", "gemma2", "clip")),
+        ("transformers/models/*/modular_*.py", "sources of the generated modeling files"),
+        ("transformers/models/*/convert_*.py", "checkpoint conversion scripts"),
+    ),
     "xgrammar": (
         ("xgrammar/lib/*", "libxgrammar.a, a static library for C++ users"),
         ("xgrammar/include/*", "C++ headers for the same"),
     ),
 }
 
-# Pins of packages the image also has: the image's version is not the one sglang 0.5.17 pins.
+# Pins of packages the image also has (carried because the image's version is not usable).
 IMAGE_OVERRIDES: tuple[str, ...] = ("transformers", "tokenizers")
+
+# Requirements the image meets at another version than asked, accepted: name -> why.
+ACCEPTED_CONFLICTS: dict[str, str] = {}
 
 # Caps. The brief's cap for the folder, and the device tool's for one call (tree included).
 MAX_CARRY_BYTES = 60 * MIB

@@ -8,7 +8,8 @@
 3. requirements: every Requires-Dist of every carried wheel is met by the carry, by the image
    (version checked where the image's is known), or is reported as not carried;
 4. imports: `imports.MODULES` (SGLang's CUDA serving path for Qwen3 and ours) import in that
-   venv with SITE on the path; `imports.py` says how the CUDA branches are reached.
+   venv with SITE alone on the path (`imports.py` names what cannot load without a device);
+5. serve: `smoke.serve_smoke`, the tiny model served on the CPU from SITE in that venv.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from email.parser import Parser
 from pathlib import Path
 
 from benchmark.gpu.carry.imports import MODULES
+from benchmark.gpu.carry.smoke import serve_smoke
 from benchmark.gpu.carry.spec import (
+    ACCEPTED_CONFLICTS,
     MAX_CALL_BYTES,
     MAX_CARRY_BYTES,
     MIB,
@@ -67,7 +70,7 @@ def check_requirements(wheels: list[dict], image: dict[str, str | None]) -> dict
            "extra": ""}
     carried = {w["name"]: w["version"] for w in wheels}
     rows = {"carried": [], "image": [], "image_version_unknown": [], "conflict": [],
-            "not_carried": []}
+            "accepted_conflict": [], "not_carried": []}
     for w in wheels:
         for spec in w["requires"]:
             req = Requirement(spec)
@@ -85,7 +88,8 @@ def check_requirements(wheels: list[dict], image: dict[str, str | None]) -> dict
                 elif req.specifier.contains(version, prereleases=True):
                     rows["image"].append(row + f" (image {version})")
                 else:
-                    rows["conflict"].append(row + f" (image {version})")
+                    kind = "accepted_conflict" if name in ACCEPTED_CONFLICTS else "conflict"
+                    rows[kind].append(row + f" (image {version})")
             else:
                 rows["not_carried"].append(row)
     return rows
@@ -104,6 +108,11 @@ def find_python312(python: str | None) -> str:
     raise SystemExit("verify needs a Python 3.12 (pyenv install 3.12, or --python PATH)")
 
 
+def _clean_env() -> dict[str, str]:
+    """This process's environment without its Python path (the venv must see only itself)."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 def image_env(env: Path, python: str, wanted: list[str], log=print) -> Path:
     """A venv with only `wanted` image packages (pinned where the image's version is known);
     reused while the wanted list is unchanged. Returns its python."""
@@ -112,10 +121,10 @@ def image_env(env: Path, python: str, wanted: list[str], log=print) -> Path:
     if py.exists() and stamp.exists() and stamp.read_text() == "\n".join(wanted):
         return py
     if not py.exists():  # an existing venv only gets what is new (torch alone is ~4 GB)
-        subprocess.run([python, "-m", "venv", str(env)], check=True)
+        subprocess.run([python, "-m", "venv", str(env)], check=True, env=_clean_env())
     log(f"[carry] image venv {env}: installing {len(wanted)} image packages")
     subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                    *wanted], check=True)
+                    *wanted], check=True, env=_clean_env())
     stamp.write_text("\n".join(wanted))
     return py
 
@@ -135,7 +144,7 @@ def wanted_image_packages(wheels: list[dict], image: dict[str, str | None]) -> l
 
 
 def run_imports(py: Path, site: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = _clean_env()
     env.update(PYTHONPATH=str(site), HF_HUB_OFFLINE="1", CUDA_VISIBLE_DEVICES="")
     probe = Path(__file__).with_name("imports.py")
     out = subprocess.run([str(py), str(probe), *MODULES], capture_output=True, text=True,
@@ -146,7 +155,8 @@ def run_imports(py: Path, site: Path) -> dict:
         return {"error": out.stderr[-3000:], "modules": {}}
 
 
-def verify(out: Path, python: str | None = None, env: Path | None = None, log=print) -> dict:
+def verify(out: Path, python: str | None = None, env: Path | None = None, serve: bool = True,
+           log=print) -> dict:
     wheel_paths = sorted((out / "wheels").glob("*.whl"))
     if not wheel_paths:
         raise SystemExit(f"{out}/wheels holds no wheels: run `python -m benchmark.gpu.carry "
@@ -167,19 +177,23 @@ def verify(out: Path, python: str | None = None, env: Path | None = None, log=pr
         inst = subprocess.run([str(py), "-m", "pip", "install", "--no-index", "--no-deps",
                                "--no-compile", "--disable-pip-version-check", "--quiet",
                                "--target", str(site), *map(str, wheel_paths)],
-                              capture_output=True, text=True)
+                              capture_output=True, text=True, env=_clean_env())
         install = {"rc": inst.returncode, "stderr": inst.stderr[-2000:],
                    "site_mib": round(folder_bytes(site) / MIB, 1) if site.exists() else 0}
         log(f"[carry] install rc={inst.returncode}, {install['site_mib']} MiB unpacked")
         imports = run_imports(py, site) if inst.returncode == 0 else {"modules": {}}
-    failed = [m for m, r in imports.get("modules", {}).items() if not r["ok"]]
+        failed = [m for m, r in imports.get("modules", {}).items() if not r["ok"]]
+        smoke = serve_smoke(py, site) if serve and imports.get("modules") and not failed else {
+            "ok": not serve, "skipped": "not asked (--no-serve)" if not serve else "imports"}
+        log(f"[carry] CPU serve from the carry: {smoke}"[:400])
     for m in failed:
         log(f"[carry] import FAILED {m}: {imports['modules'][m]['error']}")
     report = {
         "ok": bool(sizes["ok"] and install["rc"] == 0 and not reqs["conflict"]
-                   and imports.get("modules") and not failed),
+                   and imports.get("modules") and not failed and smoke["ok"]),
         "sizes": sizes, "python": py312, "image_packages_installed": wanted,
         "install": install, "requirements": reqs, "imports": imports, "failed_imports": failed,
+        "serve_smoke": smoke, "accepted_conflicts": ACCEPTED_CONFLICTS,
     }
     write_result(out / "verify.json", report)
     log(f"[carry] verify ok={report['ok']}: {len(imports.get('modules', {})) - len(failed)}/"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from benchmark.gpu.carry.spec import (
+    ACCEPTED_CONFLICTS,
     IMAGE_OVERRIDES,
     MAX_CALL_BYTES,
     MAX_CARRY_BYTES,
@@ -64,6 +66,31 @@ def test_trim_drops_members_and_pip_installs_the_rest(tmp_path):
     assert (site / "demo" / "keep.py").exists() and not (site / "demo" / "big").exists()
 
 
+@pytest.mark.skipif(not (shutil.which("cc") and shutil.which("strip")), reason="needs cc, strip")
+def test_trim_strips_debug_info_and_records_the_new_hash(tmp_path):
+    src_c = tmp_path / "lib.c"
+    src_c.write_text("int answer(void) { return 42; }\n" * 1 + "".join(
+        f"static int f{i}(int x) {{ return x * {i}; }}\nint g{i}(int x) {{ return f{i}(x); }}\n"
+        for i in range(200)))
+    so = tmp_path / "libdemo.so"
+    subprocess.run(["cc", "-g", "-shared", "-fPIC", "-o", str(so), str(src_c)], check=True)
+    src = _wheel(tmp_path / "demo-1.0-py3-none-any.whl",
+                 {"demo/__init__.py": b"", "demo/libdemo.so": so.read_bytes()})
+    dst = tmp_path / "out" / src.name
+    report = trim_wheel(src, dst, [])
+    assert [m for m, _, _ in report.stripped] == ["demo/libdemo.so"]
+    (_, before, after), = report.stripped
+    assert after < before
+    site = tmp_path / "site"  # pip checks RECORD's hash of the stripped file
+    subprocess.run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "-q",
+                    "--disable-pip-version-check", "--target", str(site), str(dst)], check=True)
+    lib = site / "demo" / "libdemo.so"
+    assert lib.stat().st_size == after
+    import ctypes
+
+    assert ctypes.CDLL(str(lib)).answer() == 42
+
+
 def test_trim_refuses_a_rule_that_matches_nothing(tmp_path):
     src = _wheel(tmp_path / "demo-1.0-py3-none-any.whl", {"demo/__init__.py": b""})
     with pytest.raises(ValueError, match="layout changed"):
@@ -78,6 +105,7 @@ def test_requirements_are_classified():
         {"name": "lib", "version": "2.0", "requires": []}]
     image = {"torch": "2.11.0", "numpy": "2.5.2", "tqdm": None}
     rows = check_requirements(wheels, image)
+    assert rows["accepted_conflict"] == []
     assert [r.split(" (")[0] for r in rows["carried"]] == ["app -> lib==2.0"]
     assert [r.split(" (")[0] for r in rows["image"]] == ["app -> torch==2.11.0"]
     assert [r.split(" (")[0] for r in rows["conflict"]] == ["app -> numpy>=3"]
@@ -93,6 +121,7 @@ def test_pins_are_exact_and_shadow_the_image_only_where_said():
     assert image["torch"] == "2.11.0" and image["triton"] == "3.6.0"
     assert {n for n in names if n in image} == set(IMAGE_OVERRIDES)
     assert set(TRIMS) <= set(names)
+    assert all(n in image and n not in names for n in ACCEPTED_CONFLICTS)
 
 
 def _built() -> dict:
