@@ -9,7 +9,8 @@
 # sm_scaling.png, logs.tar.gz (server and plan logs). Needs no internet.
 #
 #   bash benchmark/gpu/check.sh OUT_DIR [1|2|all]        # from anywhere; default all
-# Env: PYTHON (default python3), CARRY (default <repo>/.gpu-carry), STAGE1_S, STAGE2_S.
+# Env: PYTHON (default python3), CARRY (default <repo>/.gpu-carry), STAGE1_S, STAGE2_S,
+# CPU_DRY_RUN=1 (stage 2 on the CPU with the tiny model: a rehearsal anywhere).
 set -u -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -32,10 +33,10 @@ SITE="$WORK/site"
 mkdir -p "$RAW"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export SGLANG_DUET_RESULTS_DIR="$RAW"
-BASE_PATH="$ROOT/python:$ROOT:$KSITE${PYTHONPATH:+:$PYTHONPATH}"
-export PYTHONPATH="$BASE_PATH"
+export PYTHONPATH="$ROOT/python:$ROOT:$KSITE:$SITE${PYTHONPATH:+:$PYTHONPATH}"
+# CPU_DRY_RUN=1: stage 2's serving check on the CPU with the tiny model (rehearsal, no GPU).
+DRY_RUN=$([[ "${CPU_DRY_RUN:-0}" == 1 ]] && echo --cpu-dry-run)
 STAGE_DEADLINE=0
-STATUS=""
 
 log() { printf '%s\n' "$*" | tee -a "$LOG"; }
 
@@ -83,6 +84,18 @@ install_kernel() {
     "$PY" -c "import sgl_duet_kernel as k; print(k.library_path(), k.smid_available())"
 }
 
+# The carry folder's wheels into SITE (stage 2's SGLang; on the path of every later step, so
+# the test collection imports too).
+install_carry() {
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check \
+    --target "$SITE" "$CARRY"/wheels/*.whl && du -sh "$SITE"
+}
+
+setup() {  # STAGE_JSON: the kernel and the carry, once per run
+  [[ -d "$KSITE/sgl_duet_kernel" ]] || step "$1" kernel 90 bash -c install_kernel
+  [[ -d "$SITE/sglang" ]] || step "$1" install_carry 60 bash -c install_carry
+}
+
 stage1() {
   local J="$OUT_DIR/stage1.json"
   STAGE_DEADLINE=$(($(date +%s) + STAGE1_S))
@@ -90,13 +103,13 @@ stage1() {
   step "$J" environment 30 bash -c "nvidia-smi -L; nvidia-smi --query-gpu=name,driver_version \
 --format=csv,noheader; $PY -c 'import sys, torch; print(sys.version); \
 print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.is_available())'"
-  step "$J" kernel 90 bash -c install_kernel
+  setup "$J"
   step "$J" partition_report 40 "$PY" -m sglang_duet.partition --build
   FILES=("$RAW/partition_smids.json")
   step "$J" gpu_tests 100 "$PY" -m pytest -q -rA -p no:cacheprovider -m gpu \
-    "$ROOT/test/gpu/test_phases.py" "$ROOT/test"
+    --continue-on-collection-errors "$ROOT/test/gpu/test_phases.py" "$ROOT/test"
   FILES=("$RAW/sm_scaling.json")
-  step "$J" sm_scaling 60 "$PY" -m benchmark.partition.sm_scaling --out "$RAW"
+  step "$J" sm_scaling 60 "$PY" -m benchmark.partition.sm_scaling --out "$RAW" --repeats 3
   cp "$RAW/sm_scaling.png" "$OUT_DIR/" 2>/dev/null
   FILES=("$RAW/concurrent_check.json")
   step "$J" concurrent_check 80 "$PY" -m benchmark.gpu.concurrent_check --out "$RAW"
@@ -106,24 +119,22 @@ stage2() {
   local J="$OUT_DIR/stage2.json"
   STAGE_DEADLINE=$(($(date +%s) + STAGE2_S))
   log "##### stage 2 (real SGLang from $CARRY), ${STAGE2_S}s"
-  [[ -d "$KSITE/sgl_duet_kernel" ]] || step "$J" kernel 90 bash -c install_kernel
-  step "$J" install_carry 60 bash -c "$PY -m pip install -q --no-index --no-deps --no-compile \
---disable-pip-version-check --target '$SITE' '$CARRY'/wheels/*.whl && du -sh '$SITE'" || return
-  export PYTHONPATH="$ROOT/python:$ROOT:$KSITE:$SITE"
+  setup "$J"
+  [[ -d "$SITE/sglang" ]] || return 1
   step "$J" imports 60 "$PY" "$ROOT/benchmark/gpu/carry/imports.py" sgl_kernel sgl_kernel.spatial \
     sglang.srt.managers.scheduler sglang.srt.models.qwen3 sglang_duet.runtime.scheduler
   FILES=("$RAW/stage2_serving.json")
-  step "$J" serving_check $((STAGE2_S)) "$PY" -m benchmark.gpu.serving_check \
-    "$RAW/stage2_serving.json" --work "$WORK/stage2" --budget-s $((STAGE2_S - 70))
-  export PYTHONPATH="$BASE_PATH"
+  local budget=$((STAGE_DEADLINE - $(date +%s) - 20))  # its own steps stop before the kill
+  step "$J" serving_check "$STAGE2_S" "$PY" -m benchmark.gpu.serving_check \
+    "$RAW/stage2_serving.json" --work "$WORK/stage2" --budget-s "$budget" $DRY_RUN
 }
 
-export -f install_kernel
-export PY CARRY KSITE WORK ROOT
+export -f install_kernel install_carry
+export PY CARRY KSITE SITE WORK ROOT
 cd "$ROOT" || exit 1
 log "sglang-duet GPU check $(date -u +%FT%TZ): stages $STAGES, output in $OUT_DIR"
-[[ "$STAGES" == all || "$STAGES" == 1 ]] && { stage1; STATUS+="stage1=$? "; }
-[[ "$STAGES" == all || "$STAGES" == 2 ]] && { stage2; STATUS+="stage2=$? "; }
+[[ "$STAGES" == all || "$STAGES" == 1 ]] && stage1
+[[ "$STAGES" == all || "$STAGES" == 2 ]] && stage2
 
 (cd "$WORK" && find . -name '*.log' -o -name 'plan_*' | tar czf "$OUT_DIR/logs.tar.gz" -T - \
   2>/dev/null)

@@ -95,6 +95,11 @@ PYPI_PINS: tuple[str, ...] = (
     "jsonschema-specifications==2025.9.1",
     "referencing==0.37.0",
     "rpds-py==2026.9.1",
+    # http_server imports openai/realtime/session.py, which imports soundfile (libsndfile
+    # bundled) at module level; soundfile loads it through cffi.
+    "soundfile==0.13.1",
+    "cffi==2.1.1",
+    "pycparser==3.12",
 )
 
 # Members left out of some wheels, and why. sglang-kernel 0.4.5 is 383 MB (unpacked 1.2 GB, of
