@@ -5,7 +5,7 @@
 #   stage 2 (<= 300 s, real SGLang from the carry folder): python -m benchmark.gpu.serving_check
 #     (spatial == aggregated greedy outputs, latency model vs plan log, bench_serving vs stock).
 # Each step is folded into OUT_DIR/stage<N>.json as soon as it ends (benchmark.gpu.collect).
-# OUT_DIR gets at most 7 files: check.log, summary.json, stage1.json, stage2.json,
+# OUT_DIR gets at most 6 files: check.log, summary.json, stage1.json, stage2.json,
 # sm_scaling.png, logs.tar.gz (server and plan logs). Needs no internet.
 #
 #   bash benchmark/gpu/check.sh OUT_DIR [1|2|all]        # from anywhere; default all

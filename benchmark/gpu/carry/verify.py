@@ -36,9 +36,10 @@ from benchmark.gpu.carry.spec import (
 )
 from benchmark.stamp import write_result
 
-# Always in the image venv: what SGLang imports unconditionally that no Requires-Dist names.
+# Always in the image venv: what SGLang imports unconditionally that no Requires-Dist names,
+# and what check.sh's test step needs (the image has pytest and hypothesis).
 IMAGE_BASE = ("torch", "triton", "torchvision", "numpy", "requests", "pyyaml", "pillow",
-              "psutil", "packaging", "setuptools")
+              "psutil", "packaging", "setuptools", "pytest", "hypothesis")
 
 
 def folder_bytes(path: Path) -> int:
