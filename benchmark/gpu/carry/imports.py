@@ -90,3 +90,4 @@ if __name__ == "__main__":
     # here is not needed for these imports.
     result["loaded_top_level"] = sorted({m.split(".")[0] for m in sys.modules})
     print(json.dumps(result))
+    sys.exit(0 if all(r["ok"] for r in result["modules"].values()) else 1)

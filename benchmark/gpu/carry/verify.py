@@ -37,9 +37,9 @@ from benchmark.gpu.carry.spec import (
 from benchmark.stamp import write_result
 
 # Always in the image venv: what SGLang imports unconditionally that no Requires-Dist names,
-# and what check.sh's test step needs (the image has pytest and hypothesis).
+# and what check.sh's steps need (the image has pytest, hypothesis and matplotlib).
 IMAGE_BASE = ("torch", "triton", "torchvision", "numpy", "requests", "pyyaml", "pillow",
-              "psutil", "packaging", "setuptools", "pytest", "hypothesis")
+              "psutil", "packaging", "setuptools", "pytest", "hypothesis", "matplotlib")
 
 
 def folder_bytes(path: Path) -> int:
