@@ -169,8 +169,15 @@ def step_serving(plan: Plan, model: str, work: Path, deadline: float, save) -> d
                      chunked_prefill_size=plan.chunk, server_args=list(plan.server_args),
                      ttft_slo_ms=1000.0, tbt_slo_ms=100.0, tag=f"serving_{system.name}",
                      out_dir=str(work / "serving"), warmup_pass=False, run_timeout_s=left)
-        res = compare(cfg, progress=lambda m: print(m, flush=True),
-                      work=str(work / "serving_work"))
+        try:
+            res = compare(cfg, progress=lambda m: print(m, flush=True),
+                          work=str(work / "serving_work"))
+        except Exception as e:  # noqa: BLE001 - compare wrote its JSON before the plots
+            saved = Path(cfg.out_dir) / f"{cfg.tag}.json"
+            if not saved.exists():
+                raise
+            res = json.loads(saved.read_text())
+            out.setdefault("errors", []).append(f"{system.name}: {type(e).__name__}: {e}")
         out.update(config=res["config"], conversion=res["conversion"])
         out["systems"][system.name] = res["systems"][system.name]
         # Must run: stock chunked prefill and duet, every QPS with a summary; pdmux may not.
