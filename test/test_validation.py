@@ -21,6 +21,12 @@ def test_known_fields_pass(table):
                       table) is None
 
 
+def test_gateway_model_field_passes_on_generate(table):
+    """sglang-router adds "model" to every /generate it forwards."""
+    body = {"input_ids": [1, 2], "model": "m", "sampling_params": {"max_new_tokens": 1}}
+    assert check_body("/generate", body, table) is None
+
+
 def test_unknown_top_level_field_named(table):
     reason = check_body("/v1/completions", {"model": "m", "prompt": "x", "max_token": 2}, table)
     assert "max_token" in reason

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check for sglang-duet, in two stages sized to one 10-minute device call:
-#   stage 1 (<= 240 s, torch only): the GPU tests (-m gpu, test/gpu/test_phases.py first; they
-#     record the %smid sets of the granted splits), Fig 3a (sm_scaling), concurrent_check;
+#   stage 1 (<= 240 s, torch only): the GPU tests (test/runtime/test_phases_gpu.py first, then
+#     -m gpu over test/; they record the %smid sets of the granted splits), Fig 3a
+#     (sm_scaling), concurrent_check, the kernel/partition tests against the real driver;
 #   stage 2 (<= 300 s, real SGLang from the carry folder): python -m benchmark.gpu.serving_check
 #     (spatial == aggregated greedy outputs, latency model vs plan log, bench_serving vs stock).
 # Each step is folded into OUT_DIR/stage<N>.json as soon as it ends (benchmark.gpu.collect).
@@ -105,14 +106,22 @@ stage1() {
 print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.is_available())'"
   setup "$J"
   step "$J" partition_report 40 "$PY" -m sglang_duet.partition --build
+  # The phase joins first (do primary-context events work on green-context streams, or do the
+  # joins fall back to host syncs? -s prints which), then every gpu-marked test wherever it
+  # sits (beside its package's tests); they record the %smid sets of the granted splits.
+  step "$J" phases_gpu 40 "$PY" -m pytest -q -rA -s -p no:cacheprovider \
+    "$ROOT/test/runtime/test_phases_gpu.py"
   FILES=("$RAW/partition_smids.json")
   step "$J" gpu_tests 100 "$PY" -m pytest -q -rA -p no:cacheprovider -m gpu \
-    --continue-on-collection-errors "$ROOT/test/gpu/test_phases.py" "$ROOT/test"
+    --continue-on-collection-errors --ignore="$ROOT/test/runtime/test_phases_gpu.py" "$ROOT/test"
   FILES=("$RAW/sm_scaling.json")
   step "$J" sm_scaling 60 "$PY" -m benchmark.partition.sm_scaling --out "$RAW" --repeats 3
   cp "$RAW/sm_scaling.png" "$OUT_DIR/" 2>/dev/null
   FILES=("$RAW/concurrent_check.json")
   step "$J" concurrent_check 80 "$PY" -m benchmark.gpu.concurrent_check --out "$RAW"
+  # With what is left: the kernel's and partition's CPU tests against the real driver.
+  step "$J" kernel_partition_tests 60 "$PY" -m pytest -q -rA -p no:cacheprovider -m "not gpu" \
+    "$ROOT/test/kernel" "$ROOT/test/partition"
 }
 
 stage2() {

@@ -48,9 +48,15 @@ from benchmark.gpu.concurrent_model import (  # noqa: E402
     reduced_model,
     workload_batches,
 )
-from sglang_duet.latency import LatencyModel, get_hardware, get_model  # noqa: E402
+from sglang_duet.latency import (  # noqa: E402
+    Calibration,
+    LatencyModel,
+    get_hardware,
+    get_model,
+)
 
 RESULT_FILE = "concurrent_check.json"
+DEVICE_ONLY = Calibration().without_host()  # kernels timed on their streams: no serving loop
 
 
 @dataclass(frozen=True)
@@ -144,14 +150,14 @@ def main(argv: list[str] | None = None) -> int:
                                        args.prefill_tokens, args.prefill_context)
     if args.dry_run:
         hw_name = "h200" if args.hardware == "auto" else args.hardware
-        lm = LatencyModel(get_hardware(hw_name), model)
+        lm = LatencyModel(get_hardware(hw_name), model, DEVICE_ONLY)
         setup, measured = dry_run_measurements(args, lm, decode, prefill)
     else:
         from benchmark.gpu.concurrent_torch import run_on_gpu  # torch stays out of the CPU path
 
         setup, measured, hw_name = run_on_gpu(args, model, decode, prefill, choose_sizes)
-        lm = LatencyModel(get_hardware(hw_name), model)
-    lm_full = LatencyModel(lm.hardware, full)
+        lm = LatencyModel(get_hardware(hw_name), model, DEVICE_ONLY)
+    lm_full = LatencyModel(lm.hardware, full, DEVICE_ONLY)
     report = build_report(setup, asdict(args), lm, lm_full, decode, prefill, measured)
     report["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     report["wall_s"] = time.monotonic() - t0

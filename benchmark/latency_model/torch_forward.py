@@ -106,8 +106,13 @@ class TorchRunner:
             return [None], f"partition backend unavailable ({type(e).__name__}: {e})"
 
     # --- forward -------------------------------------------------------------------------------
-    def prepare(self, batch: Batch) -> Callable[[], torch.Tensor]:
-        """Allocate inputs and KV buffers for `batch`; return a no-argument forward."""
+    def prepare(self, batch: Batch, stream=None) -> Callable[[], torch.Tensor]:
+        """Allocate inputs and KV buffers for `batch`; return a no-argument forward.
+
+        A decode-only batch on CUDA becomes a CUDA graph captured on `stream` (a partition
+        stream, or a side stream for the whole device): a graph's kernels run in the context
+        they were captured in, so one captured elsewhere would replay on every SM.
+        """
         m, dev = self.model, self.device
         pairs = batch.pairs()
         groups: list[tuple[int, int, int]] = []  # (n, q, c), consecutive identical requests
@@ -136,18 +141,7 @@ class TorchRunner:
         forward.caches = caches  # type: ignore[attr-defined]  # tests poke the KV buffers
         if not (self.cuda_graph and batch.n_decode == batch.n):
             return forward
-        try:  # decode-only batches replay as a CUDA graph, as SGLang runs them
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                forward()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                forward()
-            return graph.replay
-        except Exception:  # capture unsupported for this shape: time it eagerly
-            return forward
+        return graphed(forward, stream)
 
     def _layer(self, x, p, cache, groups, cos, sin):
         m = self.model
@@ -191,9 +185,11 @@ class TorchRunner:
 
     # --- timing --------------------------------------------------------------------------------
     def measurer(self, warmup: int, repeats: int) -> Callable[[Batch, int | None], list[float]]:
+        timer = _Timer()
+
         def measure(batch: Batch, sms: int | None) -> list[float]:
-            fn = self.prepare(batch)
             stream = self._streams.get(sms) if sms is not None else None
+            fn = self.prepare(batch, stream)
             if self.device.type != "cuda":
                 times = []
                 for i in range(warmup + repeats):
@@ -202,24 +198,60 @@ class TorchRunner:
                     if i >= warmup:
                         times.append(time.perf_counter() - t0)
                 return times
-            ctx = torch.cuda.stream(stream) if stream is not None else _nullctx()
-            times = []
-            with ctx:
+            with torch.cuda.stream(stream) if stream is not None else _nullctx():
                 for _ in range(warmup):
                     fn()
-                for _ in range(repeats):
-                    start = torch.cuda.Event(enable_timing=True)
-                    end = torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    fn()
-                    end.record()
-                    end.synchronize()
-                    times.append(start.elapsed_time(end) / 1e3)
+                times = [timer(fn) for _ in range(repeats)]
             del fn
             torch.cuda.empty_cache()
             return times
 
         return measure
+
+
+def graphed(forward: Callable[[], torch.Tensor], stream=None) -> Callable[[], torch.Tensor]:
+    """`forward` as the replay of a CUDA graph captured on `stream` (a new side stream when
+    None), after a warm-up run there; `forward` itself when capture fails for this shape."""
+    side = stream if stream is not None else torch.cuda.Stream()
+    try:
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            forward()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side, capture_error_mode="thread_local"):
+            forward()
+        return graph.replay
+    except Exception:  # capture unsupported for this shape: time it eagerly
+        return forward
+
+
+class _Timer:
+    """Seconds of one call on the current stream: CUDA events there, or the host clock around
+    a stream sync where events fail (a partition stream of a green context may refuse events
+    of the primary context), as concurrent_torch.Clock does."""
+
+    def __init__(self) -> None:
+        self.events = True
+
+    def __call__(self, fn: Callable[[], object]) -> float:
+        stream = torch.cuda.current_stream()
+        if self.events:
+            try:
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
+                start.record(stream)
+                fn()
+                end.record(stream)
+                end.synchronize()
+                return start.elapsed_time(end) / 1e3
+            except RuntimeError:
+                self.events = False
+        stream.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        stream.synchronize()
+        return time.perf_counter() - t0
 
 
 def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -9,18 +9,19 @@ compute about linear in SMs) on the local GPU. For every size the green-ctx back
 Writes <out>/sm_scaling.json and <out>/sm_scaling.png. Needs a CUDA GPU with green contexts;
 elsewhere it exits with a message. About 1-2 minutes on one H200.
 
-    python benchmark/partition/sm_scaling.py --out benchmark/results/gpu
+    python -m benchmark.partition.sm_scaling --out benchmark/results/gpu
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
+
+from benchmark.stamp import write_result
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,7 @@ def run(args: BenchArgs) -> dict:
     props = torch.cuda.get_device_properties(dev)
     total = props.multi_processor_count
     gran = k.green_granularity(args.device)
-    step = args.step or gran.align_sms
-    sizes = list(range(gran.min_sms, total, step))
+    sizes = scaling_sizes(total, gran.min_sms, args.step or gran.align_sms)
     n = args.matmul_n
     # Random data (zeros can run faster than real data on matrix units).
     src = torch.rand(args.copy_mib << 18, device=dev)  # float32: 4 bytes each
@@ -116,9 +116,15 @@ def run(args: BenchArgs) -> dict:
     torch.cuda.synchronize()
 
     full = _measure(torch.cuda.current_stream(dev), bufs, args)
-    rows = []
+    rows, refused = [], []
     for sms in sizes:
-        with k.GreenPair(args.device, sms, 1) as pair:
+        try:
+            pair = k.GreenPair(args.device, sms, 1)
+        except k.GrantError as exc:  # a size the split rounds past the device: skip, recorded
+            refused.append({"sms": sms, "error": str(exc)})
+            print(f"{sms:4d} SMs  refused: {exc}", flush=True)
+            continue
+        with pair:
             stream = torch.cuda.ExternalStream(pair.decode_stream, device=dev)
             m = _measure(stream, bufs, args)
             stream.synchronize()
@@ -146,7 +152,16 @@ def run(args: BenchArgs) -> dict:
             "granularity": gran._asdict(),
         },
         "rows": rows,
+        "refused": refused,
     }
+
+
+def scaling_sizes(total_sms: int, min_sms: int, step_sms: int) -> list[int]:
+    """Partition sizes to measure: every size the split can make that leaves the rest of the
+    device at least one split's minimum, so none rounds past `total_sms` (SMs)."""
+    from sglang_duet.partition.sizes import Granularity, decode_sizes
+
+    return list(decode_sizes(total_sms, Granularity(min_sms, step_sms), 0, min_sms))
 
 
 def plot(result: dict, path: str) -> None:
@@ -187,8 +202,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     os.makedirs(args.out, exist_ok=True)
     result = run(args)
-    with open(os.path.join(args.out, "sm_scaling.json"), "w") as f:
-        json.dump(result, f, indent=1)
+    write_result(os.path.join(args.out, "sm_scaling.json"), result)
     try:
         plot(result, os.path.join(args.out, "sm_scaling.png"))
     except ImportError as exc:
@@ -198,5 +212,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
     sys.exit(main())

@@ -9,7 +9,7 @@ The headline is the issue's workload at tau = 0.4 s, where the mixed batch misse
 optimizer must search the SM menu for a spatial split (the most expensive path); every case's
 median is listed under ``medians_us`` and checked against the 100 us target.
 
-    PYTHONPATH=python python benchmark/policy/decision_cost.py [--iters 3000] [--out PATH]
+    python -m benchmark.policy.decision_cost [--iters 3000] [--out PATH]
 
 p99 on a shared CPU includes OS preemption (about one 4 ms scheduler slice per preemption).
 """
@@ -17,21 +17,15 @@ p99 on a shared CPU includes OS preemption (about one 4 ms scheduler slice per p
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import random
 import statistics
-import sys
 import time
 from collections import Counter
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+from benchmark.stamp import ROOT, write_result
+from sglang_duet.policy import DuetPolicy, ReqState
 
-from sglang_duet.policy import DuetPolicy, ReqState  # noqa: E402
-
-DEFAULT_OUT = os.path.join(ROOT, "benchmark", "results", "policy", "decision_cost.json")
+DEFAULT_OUT = ROOT / "benchmark" / "results" / "policy" / "decision_cost.json"
 TARGET_US = 100.0  # issue 4: median plan() cost on the issue's workload, every decision path
 
 
@@ -133,17 +127,8 @@ def main() -> None:
         "all_medians_within_target": worst <= TARGET_US,
         "medians_us": {r["case"]: r["median_us"] for r in results},
         "cases": results,
-        "host": {
-            "python": platform.python_version(),
-            "machine": platform.machine(),
-            "processor": platform.processor(),
-            "cpus": os.cpu_count(),
-        },
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=2)
-    print(f"wrote {args.out}")
+    print(f"wrote {write_result(args.out, out)}")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Put this directory on PYTHONPATH (benchmarks and tests do it for the stock baseline only). Every
 Python process started with it, SGLang's spawned scheduler included, then applies the same RoPE
-patch sglang_duet applies in its own scheduler child (see sglang_duet.cpu.patch_rope_for_cpu):
+patch sglang_duet applies in its own scheduler child (`runtime/patches.py`, patch_rope_for_cpu):
 after `sglang.srt.layers.rotary_embedding.base` is imported, its `_is_cpu` flag is set when torch
 sees no CUDA device. Nothing else of SGLang changes.
 """

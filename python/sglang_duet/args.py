@@ -7,10 +7,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_duet.router import ROUTERS
+
 MODES = ("adaptive", "aggregated", "spatial")
 PARTITION_BACKENDS = ("auto", "green-ctx", "libsmctrl", "none")
 # Hardware profiles of sglang_duet.latency; "auto" reads the device name at start-up.
 HARDWARE_CHOICES = ("auto", "h100-sxm", "h200", "a100-80g", "cpu")
+# sglang_duet.router's registry, plus SGLang's own data-parallel controller
+ROUTER_CHOICES = (*ROUTERS, "sglang")
 
 
 class DuetArgError(ValueError):
@@ -74,6 +78,15 @@ class DuetArgs:
         default=None,
         metadata={"help": "Write every BatchPlan plus its measured_s as one JSON line to "
                          "PATH.tp<rank>.dp<rank>."},
+    )
+    router: str = field(
+        default="duet",
+        metadata={
+            "help": "--dp-size dispatch: duet (latency-model router), round-robin, "
+            "least-tokens, total-requests, total-tokens (sglang_duet.router), or sglang "
+            "(SGLang's own controller and --load-balance-method).",
+            **_choice(*ROUTER_CHOICES),
+        },
     )
     online_correction: bool = field(
         default=True,

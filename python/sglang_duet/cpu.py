@@ -1,7 +1,8 @@
-"""What serving needs on a machine without a CUDA device, and the one patch SGLang needs there.
+"""What serving needs on a machine without a CUDA device.
 
-The settings are applied by the launcher to every flag the user did not give; the RoPE patch runs
-inside the scheduler child (processes are spawned, so a patch made in the parent never reaches it).
+The settings are applied by the launcher to every flag the user did not give. The SGLang patches
+CPU serving needs (RoPE, process groups without NCCL) live with every other SGLang patch in
+`runtime/patches.py` and run inside the scheduler child.
 """
 
 from __future__ import annotations
@@ -69,46 +70,3 @@ def bind_cpu_threads(tp_size: int, environ=os.environ) -> str | None:
     logger.info("cpu: %s=%s (cores per TP rank)", key, value)
     return value
 
-
-def patch_rope_for_cpu() -> None:
-    """Make SGLang's RotaryEmbedding take its native path on a CPU-only torch build.
-
-    Its constructor imports vLLM's custom op on platforms it does not recognise; a CUDA build of
-    torch with no device is such a platform. The native forward is what runs on the CPU anyway.
-    """
-    import torch
-
-    if torch.cuda.is_available():
-        return
-    import sglang.srt.layers.rotary_embedding.base as rope_base
-
-    if hasattr(rope_base, "_is_cpu"):
-        rope_base._is_cpu = True
-
-
-def patch_tp_groups_for_cpu() -> None:
-    """TP > 1 without a CUDA device: build SGLang's process groups without NCCL communicators.
-
-    SGLang decides "CPU" from SGLANG_USE_CPU_ENGINE (whose kernels are not on PyPI), so with a
-    CUDA build of torch and no device it still creates PyNccl and custom all-reduce
-    communicators. Forcing them off leaves the gloo CPU group, which is what serves here.
-    """
-    import torch
-
-    if torch.cuda.is_available():
-        return
-    import sglang.srt.distributed.parallel_state as ps
-
-    original = ps.init_model_parallel_group
-    if getattr(original, "_duet_cpu", False):
-        return
-
-    def init_group_without_nccl(*args, **kwargs):
-        kwargs["use_pynccl"] = False
-        kwargs["use_custom_allreduce"] = False
-        kwargs["use_mscclpp_allreduce"] = False
-        kwargs["use_torch_symm_mem_allreduce"] = False
-        return original(*args, **kwargs)
-
-    init_group_without_nccl._duet_cpu = True  # type: ignore[attr-defined]
-    ps.init_model_parallel_group = init_group_without_nccl

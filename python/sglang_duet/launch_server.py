@@ -100,6 +100,7 @@ def main(argv: list[str] | None = None) -> None:
 
     logger.info("duet: %s", duet.to_dict())
     validation.install(app)
+    _install_router(app, server_args, duet.to_dict())
     try:
         launch_server(
             server_args,
@@ -109,6 +110,23 @@ def main(argv: list[str] | None = None) -> None:
         )
     finally:
         kill_process_tree(os.getpid(), include_parent=False)
+
+
+def _install_router(app, server_args, duet_args: dict) -> None:
+    """The /get_load the gateway reads, and, with --dp-size > 1, our dispatch in SGLang's
+    data-parallel controller (swapped in this launcher process only; stock SGLang elsewhere in
+    the environment is untouched)."""
+    from sglang_duet.runtime import gateway_load
+
+    gateway_load.install(app, duet_args, server_args)
+    if server_args.dp_size > 1 and duet_args["router"] != "sglang":
+        import sglang.srt.entrypoints.engine as engine
+
+        from sglang_duet.runtime.dispatch import run_duet_dp_controller_process
+
+        engine.run_data_parallel_controller_process = functools.partial(
+            run_duet_dp_controller_process, duet_args
+        )
 
 
 if __name__ == "__main__":

@@ -38,13 +38,18 @@ def _sampling_fields() -> frozenset[str]:
     return frozenset(SamplingParams.__struct_fields__)
 
 
+# Added by SGLang's own gateway (sglang-router 0.3.2) to every /generate it forwards (its
+# multi-model routing key); stock SGLang ignores it, so it must pass here too.
+GATEWAY_GENERATE_FIELDS = frozenset({"model"})
+
+
 def known_fields() -> dict[str, tuple[frozenset[str], frozenset[str] | None]]:
     """path -> (top-level fields, sampling_params fields or None)."""
     from sglang.srt.entrypoints.openai import protocol
 
     sampling = _sampling_fields()
     return {
-        "/generate": (_generate_fields(), sampling),
+        "/generate": (_generate_fields() | GATEWAY_GENERATE_FIELDS, sampling),
         "/v1/completions": (_model_fields(protocol.CompletionRequest), None),
         "/v1/chat/completions": (_model_fields(protocol.ChatCompletionRequest), None),
     }

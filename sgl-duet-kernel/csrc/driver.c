@@ -59,13 +59,16 @@ static void open_driver(void) {
              "CUDA driver too old: libcuda.so.1 has no cuGetProcAddress_v2 (needs CUDA >= 12.0)");
     return;
   }
-  /* Ask for the ABI of our cuda.h, or the driver's own if it is older (never newer). */
-  const int request = version < CUDA_VERSION ? version : CUDA_VERSION;
+  /* Each entry point is asked for at the version listed beside it in driver.h: the ABI whose
+   * prototype the caller uses. Asking at the header's or the driver's version instead returns
+   * the newest ABI, e.g. the 3-argument cuStreamGetCtx_v2 from 12.5 on, which a 2-argument call
+   * would corrupt. A driver older than the listed version lacks that ABI: the entry stays NULL. */
 #define SGLD_RESOLVE(name, ver)                                                          \
   {                                                                                      \
     CUdriverProcAddressQueryResult found;                                                \
     void* fn = NULL;                                                                     \
-    if (get_proc(#name, &fn, request, CU_GET_PROC_ADDRESS_DEFAULT, &found) !=            \
+    if (version < (ver) ||                                                               \
+        get_proc(#name, &fn, (ver), CU_GET_PROC_ADDRESS_DEFAULT, &found) !=              \
             CUDA_SUCCESS ||                                                              \
         found != CU_GET_PROC_ADDRESS_SUCCESS)                                            \
       fn = NULL;                                                                         \

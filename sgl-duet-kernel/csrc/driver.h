@@ -6,7 +6,11 @@
 
 #include "sgl_duet_kernel.h"
 
-/* X(name, minimum CUDA version that has the entry point) */
+/* X(name, ABI version): the CUDA version whose prototype of `name` this library calls, i.e. the
+ * `_vNNNNN` suffix of its PFN_ typedef in cudaTypedefs.h. driver.c asks cuGetProcAddress for
+ * exactly this version (a newer one can return a different signature: cuStreamGetCtx at >= 12050
+ * is the 3-argument cuStreamGetCtx_v2). test/kernel/test_fake_driver.py checks the column
+ * against cudaTypedefs.h. */
 #define SGLD_DRIVER_FUNCS(X)                  \
   X(cuDriverGetVersion, 2020)                 \
   X(cuGetErrorName, 6000)                     \

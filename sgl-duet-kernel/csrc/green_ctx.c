@@ -67,20 +67,27 @@ SGLD_API int sgld_green_granularity(int dev, unsigned flags, int* min_sms, int* 
   CUdevResource full;
   if ((rc = device_sm_resource(drv, dev, &d, &full)) != SGLD_OK) return rc;
   *total_sms = (int)full.sm.smCount;
-  if (flags == 0 && drv->version >= 13000 && full.sm.minSmPartitionSize > 0 &&
-      full.sm.smCoscheduledAlignment > 0) {
-    *min_sms = (int)full.sm.minSmPartitionSize;
-    *align_sms = (int)full.sm.smCoscheduledAlignment;
-    *source = SGLD_GRAN_DRIVER;
-    return SGLD_OK;
-  }
-  /* Probe: the smallest group, then how far one more SM rounds up. Creates nothing. */
+  /* Always probe: the smallest group, then how far one more SM rounds up (creates nothing). A
+   * 13.x driver also reports minSmPartitionSize/smCoscheduledAlignment, but the alignment need
+   * not be the step a split really rounds to (132 SMs is no multiple of 8), so the fields are
+   * only trusted where the probe confirms them, or where no probe split succeeds. */
   int smallest = trial_split(drv, &full, flags, 1);
   int next = smallest > 0 ? trial_split(drv, &full, flags, (unsigned)smallest + 1) : -1;
+  int fields = flags == 0 && drv->version >= 13000 && full.sm.minSmPartitionSize > 0 &&
+               full.sm.smCoscheduledAlignment > 0;
   if (smallest > 0 && next > smallest) {
     *min_sms = smallest;
     *align_sms = next - smallest;
-    *source = SGLD_GRAN_PROBE;
+    *source = fields && (unsigned)smallest == full.sm.minSmPartitionSize &&
+                      (unsigned)(next - smallest) == full.sm.smCoscheduledAlignment
+                  ? SGLD_GRAN_DRIVER
+                  : SGLD_GRAN_PROBE;
+    return SGLD_OK;
+  }
+  if (fields) {
+    *min_sms = (int)full.sm.minSmPartitionSize;
+    *align_sms = (int)full.sm.smCoscheduledAlignment;
+    *source = SGLD_GRAN_DRIVER;
     return SGLD_OK;
   }
   int major = 0;

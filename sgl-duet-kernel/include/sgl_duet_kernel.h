@@ -78,7 +78,7 @@ SGLD_API int sgld_stream_synchronize(void* stream);
 
 /* Where sgld_green_granularity() got its numbers. */
 enum sgld_granularity_source {
-  SGLD_GRAN_DRIVER = 1, /* CUdevSmResource.minSmPartitionSize/smCoscheduledAlignment (13.0+) */
+  SGLD_GRAN_DRIVER = 1, /* 13.0+ fields minSmPartitionSize/smCoscheduledAlignment, confirmed */
   SGLD_GRAN_PROBE = 2,  /* measured by trial splits (no green context is created)            */
   SGLD_GRAN_TABLE = 3,  /* NVIDIA's per-architecture guideline (sm_90: 8 / 8)                */
 };

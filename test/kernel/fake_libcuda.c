@@ -5,9 +5,15 @@
  *   FAKE_CUDA_VERSION  driver version (default 13000)       FAKE_SMS   SM count (default 132)
  *   FAKE_SHORT         SMs the split withholds from a group  FAKE_CC    major compute capability
  *   FAKE_NO_FIELDS     1: report no granularity fields (a 12.x driver)
- * fake_live() returns the number of live green contexts + streams.
+ *   FAKE_STEP          SMs a coscheduled split really rounds to (default 8; also its minimum)
+ *   FAKE_REPORT_ALIGN  smCoscheduledAlignment the driver reports (default: FAKE_STEP)
+ * fake_live() returns the number of live green contexts + streams; fake_requested() the entry
+ * points asked for, as "name@version"; fake_abi_calls() which cuStreamGetCtx ABI was called.
+ * Like the real driver, cuGetProcAddress honours the version: cuStreamGetCtx asked at >= 12050
+ * is the 3-argument cuStreamGetCtx_v2.
  */
 #include <cuda.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,9 +23,11 @@ static int env_int(const char* name, int dflt) {
 }
 
 static int g_live;
-static char g_requested[4096];
+static char g_requested[8192];
+static char g_abi_calls[256];
 int fake_live(void) { return g_live; }
 const char* fake_requested(void) { return g_requested; }
+const char* fake_abi_calls(void) { return g_abi_calls; }
 
 CUresult cuInit(unsigned int flags) { return CUDA_SUCCESS; }
 CUresult cuDriverGetVersion(int* v) {
@@ -55,14 +63,17 @@ CUresult cuDeviceGetDevResource(CUdevice d, CUdevResource* r, CUdevResourceType 
   r->type = CU_DEV_RESOURCE_TYPE_SM;
   r->sm.smCount = (unsigned)env_int("FAKE_SMS", 132);
   if (!env_int("FAKE_NO_FIELDS", 0)) {
-    r->sm.minSmPartitionSize = 8;
-    r->sm.smCoscheduledAlignment = 8;
+    r->sm.minSmPartitionSize = (unsigned)env_int("FAKE_STEP", 8);
+    r->sm.smCoscheduledAlignment = (unsigned)env_int("FAKE_REPORT_ALIGN",
+                                                     env_int("FAKE_STEP", 8));
   }
   return CUDA_SUCCESS;
 }
 CUresult cuDevSmResourceSplitByCount(CUdevResource* result, unsigned* nb, const CUdevResource* in,
                                      CUdevResource* rest, unsigned flags, unsigned min_count) {
-  unsigned lo = flags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING ? 2 : 8;
+  unsigned lo = flags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING
+                    ? 2
+                    : (unsigned)env_int("FAKE_STEP", 8);
   unsigned size = min_count < lo ? lo : (min_count + lo - 1) / lo * lo;
   if (size > in->sm.smCount) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
   if (result == NULL) {
@@ -120,6 +131,37 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
 CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return CUDA_SUCCESS; }
 CUresult cuCtxPushCurrent(CUcontext c) { return CUDA_SUCCESS; }
 CUresult cuCtxPopCurrent(CUcontext* c) { return CUDA_SUCCESS; }
+/* The two ABIs of cuStreamGetCtx: which one the library called is recorded. */
+CUresult cuStreamGetCtx(CUstream s, CUcontext* c) {
+  strcat(g_abi_calls, "v1 ");
+  *c = (CUcontext)&g_live;
+  return CUDA_SUCCESS;
+}
+CUresult cuStreamGetCtx_v2(CUstream s, CUcontext* c, CUgreenCtx* g) {
+  strcat(g_abi_calls, "v2 ");
+  *c = (CUcontext)&g_live;
+  *g = NULL;
+  return CUDA_SUCCESS;
+}
+static int g_dummy_kernel;
+CUresult cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option* jo, void** jv,
+                           unsigned nj, CUlibraryOption* lo, void** lv, unsigned nl) {
+  *lib = (CUlibrary)&g_dummy_kernel;
+  return CUDA_SUCCESS;
+}
+CUresult cuLibraryGetKernel(CUkernel* k, CUlibrary lib, const char* name) {
+  *k = (CUkernel)&g_dummy_kernel;
+  return CUDA_SUCCESS;
+}
+CUresult cuKernelGetFunction(CUfunction* f, CUkernel k) {
+  *f = (CUfunction)&g_dummy_kernel;
+  return CUDA_SUCCESS;
+}
+CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned smem, CUstream s, void** args,
+                        void** extra) {
+  return CUDA_SUCCESS;
+}
 
 #define ENTRY(name) {#name, (void*)&name}
 static const struct {
@@ -133,14 +175,22 @@ static const struct {
     ENTRY(cuGreenCtxStreamCreate), ENTRY(cuStreamCreate), ENTRY(cuStreamDestroy),
     ENTRY(cuStreamSynchronize), ENTRY(cuDevicePrimaryCtxRetain),
     ENTRY(cuDevicePrimaryCtxRelease), {"cuCtxPushCurrent", (void*)&cuCtxPushCurrent},
-    {"cuCtxPopCurrent", (void*)&cuCtxPopCurrent},
+    {"cuCtxPopCurrent", (void*)&cuCtxPopCurrent}, ENTRY(cuStreamGetCtx),
+    ENTRY(cuLibraryLoadData), ENTRY(cuLibraryGetKernel), ENTRY(cuKernelGetFunction),
+    ENTRY(cuLaunchKernel),
 };
 
 /* Keyed by the BASE name (no _v2 suffix), as the real driver is. */
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags,
                           CUdriverProcAddressQueryResult* status) {
-  strncat(g_requested, symbol, sizeof g_requested - strlen(g_requested) - 2);
-  strcat(g_requested, " ");
+  char entry[128];
+  snprintf(entry, sizeof entry, "%s@%d ", symbol, version);
+  strncat(g_requested, entry, sizeof g_requested - strlen(g_requested) - 1);
+  if (strcmp(symbol, "cuStreamGetCtx") == 0 && version >= 12050) {
+    *pfn = (void*)&cuStreamGetCtx_v2;
+    if (status) *status = CU_GET_PROC_ADDRESS_SUCCESS;
+    return CUDA_SUCCESS;
+  }
   for (size_t i = 0; i < sizeof k_table / sizeof k_table[0]; ++i) {
     if (strcmp(k_table[i].name, symbol) == 0) {
       *pfn = k_table[i].fn;

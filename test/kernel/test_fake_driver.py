@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -72,15 +73,97 @@ def test_device_queries_and_symbol_names(fake_dir):
     )
     assert res["version"] == 13000 and res["count"] == 1
     assert res["info"] == [[9, 0], 132]
-    # the driver is asked for base names; the library picks ABI versions via cudaVersion
-    assert "cuCtxPushCurrent" in res["asked"] and "cuStreamDestroy" in res["asked"]
-    assert not [s for s in res["asked"] if s.endswith(("_v2", "_v3", "_ptsz"))]
+    # the driver is asked for base names; the library picks ABI versions via the version
+    names = [s.split("@")[0] for s in res["asked"]]
+    assert "cuCtxPushCurrent" in names and "cuStreamDestroy" in names
+    assert not [s for s in names if s.endswith(("_v2", "_v3", "_ptsz"))]
+
+
+def _abi_table() -> list[tuple[str, int]]:
+    text = open(os.path.join(ROOT, "sgl-duet-kernel", "csrc", "driver.h")).read()
+    return [(n, int(v)) for n, v in re.findall(r"^\s+X\((\w+), (\d+)\)", text, re.M)]
+
+
+def test_abi_column_names_a_typedef_in_the_cuda_headers():
+    """Each entry point's version in driver.h is one whose PFN_ typedef exists (the prototype
+    the library calls); a wrong column would ask the driver for another signature."""
+    path = os.path.join(CUDA_INCLUDE, "cudaTypedefs.h")
+    if not os.path.exists(path):
+        pytest.skip("needs the CUDA toolkit headers")
+    typedefs = open(path).read()
+    table = _abi_table()
+    assert len(table) > 20
+    missing = [f"{n}@{v}" for n, v in table if f"PFN_{n}_v{v})" not in typedefs]
+    assert not missing
+    # the one whose newer ABI changed its arity, pinned explicitly
+    assert ("cuStreamGetCtx", 9020) in table
+
+
+@pytest.mark.parametrize("driver", ["12080", "13000"])
+def test_each_entry_point_asked_at_its_listed_version(fake_dir, driver):
+    res = _run(
+        fake_dir,
+        """
+        k.open_driver()
+        fake = ctypes.CDLL("libcuda.so.1")
+        fake.fake_requested.restype = ctypes.c_char_p
+        res["asked"] = fake.fake_requested().decode().split()
+    """,
+        FAKE_CUDA_VERSION=driver,
+    )
+    asked = dict(s.split("@") for s in res["asked"])
+    for name, ver in _abi_table():
+        if ver <= int(driver):
+            assert asked.get(name) == str(ver), (name, asked.get(name))
+        else:  # newer than the driver: not asked, left unresolved
+            assert name not in asked
+
+
+def test_smid_probe_calls_the_two_argument_stream_ctx(fake_dir):
+    """At driver >= 12050 the fake, like the real driver, hands out the 3-argument
+    cuStreamGetCtx_v2 to a request at the driver's version; the probe must get the 2-argument
+    ABI it calls (a 2-argument call of v2 writes through a garbage pointer on a GPU)."""
+    res = _run(
+        fake_dir,
+        """
+        fake = ctypes.CDLL("libcuda.so.1")
+        fake.fake_abi_calls.restype = ctypes.c_char_p
+        res["built"] = k.smid_available()
+        if res["built"]:
+            k.smid_record(0x1000, 0x2000, 4)
+        res["calls"] = fake.fake_abi_calls().decode().split()
+    """,
+    )
+    if not res["built"]:
+        pytest.skip("smid kernel not compiled in (no nvcc at build)")
+    assert res["calls"] and set(res["calls"]) == {"v1"}
 
 
 @pytest.mark.parametrize("no_fields,source", [("0", "driver"), ("1", "probe")])
 def test_granularity_sources(fake_dir, no_fields, source):
     res = _run(fake_dir, "res['g'] = list(k.green_granularity(0))", FAKE_NO_FIELDS=no_fields)
     assert res["g"] == [8, 8, 132, source]
+
+
+def test_driver_alignment_is_confirmed_by_a_probe_split(fake_dir):
+    """A 13.x driver that reports an alignment of 4 while splits round to 8s: the probe wins,
+    so every menu size is one a split grants exactly."""
+    res = _run(
+        fake_dir,
+        """
+        g = k.green_granularity(0)
+        res["g"] = list(g)
+        sizes = range(16, 132 - 16 + 1, g.align_sms)
+        res["granted"] = []
+        for s in sizes:
+            with k.GreenPair(0, s, 16) as pair:
+                res["granted"].append(pair.decode_sms)
+        res["sizes"] = list(sizes)
+    """,
+        FAKE_REPORT_ALIGN="4",
+    )
+    assert res["g"] == [8, 8, 132, "probe"]
+    assert res["granted"] == res["sizes"]
 
 
 def test_granularity_with_finer_flag_is_probed(fake_dir):
@@ -184,3 +267,23 @@ def test_ampere_is_not_enabled_for_green_ctx(fake_dir):
     )
     ok, why = res["green"]
     assert not ok and "sm_80" in why
+
+
+def test_only_kept_splits_are_created(fake_dir):
+    """Start-up creates the green contexts of the kept decode sizes only (2 contexts and 2
+    streams each), not all 13 splits before cutting the menu."""
+    res = _run(
+        fake_dir,
+        """
+        from sglang_duet.partition import PartitionMenu, get_backend
+        from sglang_duet.runtime.decode_graphs import spread
+        fake = ctypes.CDLL("libcuda.so.1")
+        menu = PartitionMenu.build(get_backend("green-ctx"), 0, 16, 16,
+                                   select=lambda name, sizes: spread(sizes, 6))
+        res["sizes"] = list(menu.decode_sizes)
+        res["live"] = fake.fake_live()
+        menu.close()
+    """,
+    )
+    assert res["sizes"] == [16, 32, 56, 72, 96, 112]
+    assert res["live"] == 4 * 6

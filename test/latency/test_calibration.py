@@ -1,12 +1,19 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
-from sglang_duet.latency.fit import calibrate, fit_efficiencies, relative_errors
+from sglang_duet.latency.fit import (
+    calibrate,
+    calibrate_kfold,
+    fit_efficiencies,
+    kfold_predictions,
+    relative_errors,
+)
 from sglang_duet.latency.samples import (
     Sample,
     format_batch,
@@ -18,7 +25,9 @@ from sglang_duet.latency.samples import (
 TRUE = Calibration(
     gemm_compute=0.62, gemm_bw=0.78, elementwise_bw=0.70, attn_prefill_compute=0.52,
     attn_decode_bw=0.66, link=0.70, iteration_overhead_s=40e-6, bw_knee=0.2, bw_hill=2.5,
+    launch_layer_s=60e-6, request_overhead_s=8e-6,
 )
+HOST = ("iteration_overhead_s", "launch_layer_s", "request_overhead_s")
 EXCITED = ("gemm_compute", "gemm_bw", "elementwise_bw", "attn_prefill_compute", "attn_decode_bw")
 
 
@@ -43,7 +52,8 @@ class TestFit:
         cal = fit_efficiencies(_synthetic(TRUE))
         for key in EXCITED + ("bw_knee", "bw_hill"):
             assert getattr(cal, key) == pytest.approx(getattr(TRUE, key), rel=0.02), key
-        assert cal.iteration_overhead_s == pytest.approx(TRUE.iteration_overhead_s, rel=0.02)
+        for key in HOST:  # the host term: per pass, per eager layer, per sampling row
+            assert getattr(cal, key) == pytest.approx(getattr(TRUE, key), rel=0.02), key
 
     def test_unexercised_factors_keep_the_prior(self):
         prior = Calibration(attn_decode_compute=0.33)
@@ -71,11 +81,42 @@ class TestFit:
         # the fit is doing the work: the prior alone is far off these samples
         assert relative_errors(_synthetic(TRUE), Calibration()).mean() > 0.05
 
-    def test_one_hardware_per_fit(self):
-        s = _synthetic(TRUE, sms_list=(None,))
+    def test_one_hardware_per_partitioned_fit(self):
+        s = _synthetic(TRUE, sms_list=(None, 66))
         other = Sample("h100-sxm", "qwen3-8b", 1, None, Batch.prefill(10), 0.01)
         with pytest.raises(ValueError, match="one hardware"):
             fit_efficiencies(s + [other])
+
+    def test_whole_device_samples_of_two_gpus_fit_together(self):
+        both = (_synthetic(TRUE, sms_list=(None,))
+                + [replace(s, hardware="h100-sxm", seconds=t) for s, t in zip(
+                    _synthetic(TRUE, sms_list=(None,)), _h100_times(TRUE), strict=True)])
+        cal = fit_efficiencies(both)
+        for key in ("gemm_bw", "attn_decode_bw", "iteration_overhead_s"):
+            assert getattr(cal, key) == pytest.approx(getattr(TRUE, key), rel=0.02), key
+
+    def test_kept_parameters_stay_at_the_prior(self):
+        cal = fit_efficiencies(_synthetic(TRUE), keep=("gemm_bw",))
+        assert cal.gemm_bw == Calibration().gemm_bw
+        with pytest.raises(ValueError, match="unknown parameters"):
+            fit_efficiencies(_synthetic(TRUE), keep=("gemm_speed",))
+
+    def test_kfold_predictions_are_out_of_sample(self):
+        samples = _synthetic(TRUE, sms_list=(None,), noise=0.02, seed=3)
+        pred = kfold_predictions(samples, 4)
+        # a held-out sample's own value does not move its prediction
+        moved = [replace(s, seconds=s.seconds * 3.0) if i == 5 else s
+                 for i, s in enumerate(samples)]
+        assert kfold_predictions(moved, 4)[5] == pytest.approx(pred[5], rel=1e-12)
+        result = calibrate_kfold(samples, 4)
+        assert result.n_heldout == len(samples) and 0 < result.heldout_mape < 0.08
+        with pytest.raises(ValueError, match="k-fold"):
+            kfold_predictions(samples, 1)
+
+
+def _h100_times(cal):
+    lm = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"), cal)
+    return [lm.predict(s.batch).total_s for s in _synthetic(cal, sms_list=(None,))]
 
 
 class TestPersistence:

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -119,3 +120,30 @@ def test_module_entry_point():
     bad = subprocess.run([sys.executable, "-m", "sglang_duet.latency", *BASE, "--decode", "x"],
                          capture_output=True, text=True, env=env, check=False)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+class TestCalibratePublished:
+    CSV = Path(__file__).resolve().parents[2] / "benchmark/latency_model/published/reference.csv"
+
+    def test_kfold_fit_of_the_reference_set(self, capsys, tmp_path):
+        out_path = tmp_path / "pub.json"
+        rc, out, _ = _run(capsys, ["calibrate", "--published", str(self.CSV), "--gpus",
+                                   "h100-sxm,h200", "--kfold", "3", "--keep", "attn_decode_bw",
+                                   "--out", str(out_path)])
+        assert rc == 0 and "held-out: n=" in out
+        cal = Calibration.load(out_path)
+        assert cal.attn_decode_bw == Calibration().attn_decode_bw  # kept at the prior
+        assert cal.heldout_mape is not None and cal.iteration_overhead_s > 0
+
+    @pytest.mark.parametrize("argv,needle", [
+        (["--gpus", "h300"], "no usable rows"),
+        (["--keep", "gemm_speed"], "unknown parameters"),
+    ])
+    def test_bad_input(self, capsys, tmp_path, argv, needle):
+        rc, _, err = _run(capsys, ["calibrate", "--published", str(self.CSV), "--out",
+                                   str(tmp_path / "o.json"), *argv])
+        assert rc == 2 and needle in err
+
+    def test_needs_one_source(self, capsys, tmp_path):
+        rc, _, err = _run(capsys, ["calibrate", "--out", str(tmp_path / "o.json")])
+        assert rc == 2 and "exactly one of" in err

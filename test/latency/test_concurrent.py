@@ -7,9 +7,15 @@ from hypothesis import strategies as st
 from sglang_duet.latency import Batch
 
 
+def _alone(lm, dec, pre, sd, sp):
+    """Each side of `predict_concurrent` alone on its partition (a look-ahead decode step; the
+    prefill carrying the spatial iteration's host once-costs)."""
+    return lm.predict(dec, sd, host="lookahead"), lm.predict(pre, sp, host="spatial")
+
+
 def _overlap_bandwidth(lm, dec, pre, sd, sp):
     """Combined HBM B/s while both partitions run (the shorter side's whole life)."""
-    d0, p0 = lm.predict(dec, sd), lm.predict(pre, sp)
+    d0, p0 = _alone(lm, dec, pre, sd, sp)
     d1, p1 = lm.predict_concurrent(dec, pre, sd, sp)
     if d1.total_s <= p1.total_s:
         short0, short1, long0 = d0, d1, p0
@@ -26,7 +32,7 @@ class TestContention:
         lm = make_lm()
         # a short prefill streams the weights: memory-bound on its 32 SMs, like the decode
         dec, pre = Batch.decode(64, 16384), Batch.prefill(64)
-        alone = lm.predict(dec, 100)
+        alone = lm.predict(dec, 100, host="lookahead")
         together, _ = lm.predict_concurrent(dec, pre, 100, 32)
         assert together.total_s > alone.total_s
         assert together.attention_s > alone.attention_s  # components scale with it
@@ -34,14 +40,13 @@ class TestContention:
     def test_no_contention_when_demand_fits(self, make_lm):
         lm = make_lm()
         dec, pre = Batch.decode(1, 100), Batch.prefill(16)
-        assert lm.predict_concurrent(dec, pre, 20, 20) == (lm.predict(dec, 20),
-                                                           lm.predict(pre, 20))
+        assert lm.predict_concurrent(dec, pre, 20, 20) == _alone(lm, dec, pre, 20, 20)
 
     def test_empty_side(self, make_lm):
         lm = make_lm()
         dec = Batch.decode(32, 8192)
         d, p = lm.predict_concurrent(dec, [], 66, 66)
-        assert d == lm.predict(dec, 66) and p.total_s == 0
+        assert d == lm.predict(dec, 66, host="lookahead") and p.total_s == 0
 
     def test_partitions_must_fit_the_device(self, make_lm):
         with pytest.raises(ValueError, match="exceed"):
@@ -59,7 +64,7 @@ class TestContention:
         sd = sd - sd % 2
         sp = 132 - sd
         dec, pre = Batch.decode(n, ctx), Batch.prefill(q)
-        d0, p0 = lm.predict(dec, sd), lm.predict(pre, sp)
+        d0, p0 = _alone(lm, dec, pre, sd, sp)
         d1, p1 = lm.predict_concurrent(dec, pre, sd, sp)
         assert d1.total_s >= d0.total_s and p1.total_s >= p0.total_s  # never helps
         assert _overlap_bandwidth(lm, dec, pre, sd, sp) <= lm.hardware.hbm_bw * (1 + 1e-9)

@@ -25,7 +25,9 @@ class TestBasics:
     def test_total_is_sum_of_parts(self, make_lm):
         b = make_lm(tp=2).predict(MIXED)
         assert b.comm_s > 0
-        assert b.total_s == pytest.approx(b.token_ops_s + b.attention_s + b.comm_s + b.lm_head_s)
+        assert b.host_s > 0
+        assert b.total_s == pytest.approx(b.token_ops_s + b.attention_s + b.comm_s + b.lm_head_s
+                                          + b.host_s)
 
     def test_mixed_attention_is_sum_of_kernels(self, make_lm):
         lm = make_lm()

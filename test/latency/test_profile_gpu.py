@@ -113,3 +113,40 @@ def test_chunk_mask_is_lower_right():
     top_left = torch.nn.functional.scaled_dot_product_attention(q, kv, kv, is_causal=True)
     assert torch.allclose(got, expect, atol=1e-5)
     assert not torch.allclose(top_left, expect, atol=1e-3)
+
+
+def test_decode_graph_captured_on_the_partition_stream(monkeypatch):
+    """The graph a partition's timing replays is captured on that partition's stream: a graph
+    captured on a primary-context stream would replay on every SM (CPU fakes of torch.cuda)."""
+    import contextlib
+
+    import torch
+
+    from benchmark.latency_model import torch_forward
+
+    seen: dict[str, object] = {}
+
+    class FakeStream:
+        def wait_stream(self, other):
+            seen.setdefault("waited", other)
+
+    class FakeGraph:
+        def replay(self):
+            return "replayed"
+
+    @contextlib.contextmanager
+    def fake_graph(graph, stream=None, **_kw):
+        seen["capture_stream"] = stream
+        yield
+
+    current = FakeStream()
+    monkeypatch.setattr(torch.cuda, "Stream", FakeStream)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda: current)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", fake_graph)
+    part = FakeStream()
+    run = torch_forward.graphed(lambda: None, part)
+    assert seen["capture_stream"] is part and run() == "replayed"
+    torch_forward.graphed(lambda: None, None)
+    assert isinstance(seen["capture_stream"], FakeStream) and seen["capture_stream"] is not part

@@ -29,11 +29,22 @@ def test_unknown_machine_refused(monkeypatch):
 
 
 def test_overrides(monkeypatch):
+    monkeypatch.delenv(env.LIBSMCTRL_MASK_OFF, raising=False)
     monkeypatch.setenv(env.LIBSMCTRL_ANY_DRIVER, "1")
-    assert driver_supported(13000, "x86_64")[0]
+    assert driver_supported(12040, "ppc64le")[0]  # unlisted machine, known driver range
+    assert driver_supported(7050, "x86_64")[0]
     monkeypatch.delenv(env.LIBSMCTRL_ANY_DRIVER)
     monkeypatch.setenv(env.LIBSMCTRL_MASK_OFF, "0x1234")
     assert driver_supported(13000, "x86_64")[0]
+
+
+def test_any_driver_override_refused_above_known_offsets(monkeypatch):
+    """Above 12.8 the offset is unknown: only an explicit MASK_OFF is accepted."""
+    monkeypatch.delenv(env.LIBSMCTRL_MASK_OFF, raising=False)
+    monkeypatch.setenv(env.LIBSMCTRL_ANY_DRIVER, "1")
+    for version in (12090, 13000):
+        ok, why = driver_supported(version, "x86_64")
+        assert not ok and env.LIBSMCTRL_MASK_OFF in why and "unknown offset" in why
 
 
 def test_library_path_from_env(monkeypatch):

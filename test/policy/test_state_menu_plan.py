@@ -89,3 +89,18 @@ def test_batch_plan_to_dict_is_json():
     assert idle.mode == "idle" and not idle.decode_rids and not idle.prefill
     with pytest.raises(ValueError):
         BatchPlan("mixed", (), (), 0, 0, 1, 0.0, 0.0, 0.0, "")  # type: ignore[arg-type]
+
+
+def test_named_constructors_fill_each_mode_as_the_module_docstring_says():
+    chunk = (PrefillChunk("w", 0, 64),)
+    agg = BatchPlan.aggregated(("a",), chunk, 132, 0.05, "mixed")
+    assert (agg.mode, agg.sms_decode, agg.sms_prefill, agg.lookahead) == ("aggregated", 132, 132, 1)
+    assert agg.predicted_total_s == agg.predicted_decode_s == agg.predicted_prefill_s == 0.05
+    sp = BatchPlan.spatial(("a",), chunk, 32, 100, 3, predicted_decode_s=0.02,
+                           predicted_prefill_s=0.05, reason="split")
+    assert (sp.mode, sp.sms_decode, sp.sms_prefill, sp.lookahead) == ("spatial", 32, 100, 3)
+    assert sp.predicted_total_s == 0.06  # max(k * t_d, t_p)
+    assert BatchPlan.spatial((), chunk, 32, 100, predicted_total_s=1.0).predicted_total_s == 1.0
+    do = BatchPlan.decode_only(("a", "b"), 132, 0.01)
+    assert (do.mode, do.prefill, do.sms_decode, do.sms_prefill) == ("decode_only", (), 132, 0)
+    assert (do.predicted_total_s, do.predicted_decode_s, do.predicted_prefill_s) == (0.01, 0.01, 0)

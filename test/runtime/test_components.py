@@ -15,6 +15,7 @@ class Backend(PartitionBackend):
 
     def __init__(self):
         self.open = set()
+        self.made = []
 
     def available(self, device=0):
         return True, ""
@@ -26,6 +27,7 @@ class Backend(PartitionBackend):
         return Granularity(8, 8, "probe")
 
     def create_pair(self, device, decode_sms, min_prefill_sms):
+        self.made.append(decode_sms)
         self.open.add(decode_sms)
         return RawPair(decode_sms, -decode_sms, decode_sms, 132 - decode_sms,
                        lambda: self.open.discard(decode_sms))
@@ -35,8 +37,8 @@ class Backend(PartitionBackend):
 def gpu_menu(monkeypatch):
     backend = Backend()
 
-    def build(name, device):
-        return PartitionMenu.build(backend, device, 16, 16), "fake green contexts"
+    def build(name, device, select=None):
+        return PartitionMenu.build(backend, device, 16, 16, select=select), "fake green contexts"
 
     monkeypatch.setattr(partition, "build_partition_menu", build)
     return backend
@@ -52,7 +54,8 @@ def test_graphs_on_a_spread_of_sizes_and_the_policy_menu_matches(gpu_menu):
     assert graph_sizes == (16, 48, 80, 112)
     assert sm_menu.decode_sizes == parts.decode_sizes == graph_sizes
     assert backend == "green-ctx"
-    assert gpu_menu.open == set(graph_sizes)  # the other splits' streams were released
+    assert gpu_menu.open == set(graph_sizes)
+    assert gpu_menu.made == list(graph_sizes)  # only the kept splits were ever created
 
 
 @pytest.mark.parametrize(
@@ -76,3 +79,17 @@ def test_flag_is_validated():
 
     with pytest.raises(DuetArgError, match="--duet-decode-graph-sizes"):
         DuetArgs(decode_graph_sizes=-1)
+
+
+def test_model_spec_from_sglangs_loaded_config_not_a_path():
+    """A hub id (resolved by SGLang from the HF cache) has no local config.json to open: the
+    spec comes from SGLang's loaded hf_config."""
+    from transformers import Qwen3Config
+
+    from sglang_duet.runtime.components import model_spec
+
+    cfg = Qwen3Config(hidden_size=256, num_attention_heads=8, num_key_value_heads=2,
+                      head_dim=32, intermediate_size=512, num_hidden_layers=3, vocab_size=1000)
+    cfg._name_or_path = "Qwen/Qwen3-8B"  # a hub id, no such directory here
+    spec = model_spec(cfg, tp_size=2)
+    assert (spec.hidden, spec.num_layers, spec.num_kv_heads, spec.tp) == (256, 3, 2, 2)

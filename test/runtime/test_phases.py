@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from sglang_duet.runtime import decode_graphs
-from sglang_duet.runtime.phases import PhaseRunners, swapped
+from sglang_duet.runtime.patches import swapped
+from sglang_duet.runtime.phases import PhaseRunners
 
 
 class FakeModelRunner:
@@ -92,7 +93,12 @@ class FakeStream:
         self.name, self.log = name, log
 
     def wait_stream(self, other):
+        if getattr(other, "refuses_events", False):
+            raise RuntimeError("CUDA error: invalid resource handle")
         self.log.append(f"{self.name} waits {other.name}")
+
+    def synchronize(self):
+        self.log.append(f"host syncs {self.name}")
 
 
 class TestStreams:
@@ -137,3 +143,41 @@ class TestStreams:
             pass
         phases.join(32, 0)
         assert log == []
+
+
+class TestJoinFallback:
+    """A driver that refuses primary-context events on green-context streams: the joins fall
+    back to host syncs, found by the start-up probe (like concurrent_torch.Clock)."""
+
+    @pytest.fixture
+    def log(self, monkeypatch):
+        log: list[str] = []
+        main = FakeStream("main", log)
+        monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: main)
+        return log
+
+    def menu(self, log, refuses):
+        class Menu:
+            decode_sizes = (16, 32)
+
+            def streams(self, s_d):
+                d, p = FakeStream(f"d{s_d}", log), FakeStream(f"p{s_d}", log)
+                d.refuses_events = p.refuses_events = refuses
+                return d, p
+
+        return Menu()
+
+    def test_probe_switches_to_host_syncs(self, log):
+        phases = PhaseRunners(FakeModelRunner(), "d", "p", partitions=self.menu(log, True))
+        phases.probe_join()
+        assert phases.host_join
+        log.clear()
+        phases.join(32, 0)
+        phases.join(32, 1)
+        assert log == ["host syncs d32", "host syncs p32"]
+
+    def test_events_kept_where_they_work(self, log):
+        phases = PhaseRunners(FakeModelRunner(), "d", "p", partitions=self.menu(log, False))
+        phases.probe_join()
+        assert not phases.host_join
+        assert log == ["main waits d16", "main waits p16"]

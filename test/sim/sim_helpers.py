@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sglang_duet.latency import Batch, LatencyModel, get_hardware, get_model
+from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
 from sglang_duet.sim import SimConfig, Workload, simulate, summarize
 from sglang_duet.sim.kvcache import PAGE_SIZE
 
@@ -15,7 +15,10 @@ def make_workload(arrivals, inputs, outputs) -> Workload:
 
 
 def latency(model: str = "qwen3-8b", tp: int = 1) -> LatencyModel:
-    return LatencyModel(get_hardware("h100-sxm"), get_model(model, tp=tp))
+    """The simulator's default latency model (SimConfig's hardware and calibration)."""
+    cfg = SimConfig()
+    return LatencyModel(get_hardware(cfg.hardware), get_model(model, tp=tp),
+                        Calibration.load(cfg.calibration))
 
 
 def pred(q, c, sample=None) -> float:

@@ -205,26 +205,6 @@ class Batch:
         return self.kernels[0].n
 
     @cached_property
-    def is_decode(self) -> np.ndarray:
-        return self.q == 1
-
-    @cached_property
-    def qf(self) -> np.ndarray:
-        """q as float64."""
-        return self.q.astype(np.float64)
-
-    @cached_property
-    def kvf(self) -> np.ndarray:
-        """c + q: keys each request's kernel reads (0 for a row with no new tokens)."""
-        return np.where(self.q > 0, self.c + self.qf, 0.0)
-
-    @cached_property
-    def attended(self) -> np.ndarray:
-        """Per row, the sum over new tokens of keys attended (token j sees c + j + 1 keys)."""
-        qf = self.qf
-        return qf * self.c.astype(np.float64) + qf * (qf + 1.0) * 0.5
-
-    @cached_property
     def attended_sum(self) -> float:
         dec, pre = self.kernels
         return float(dec.attended + pre.attended)

@@ -14,14 +14,15 @@ import numpy as np
 
 from .batch import Batch
 from .calibration import Calibration
-from .explain import format_table
 from .hardware import HARDWARE, get_hardware
 from .model import MODELS
 from .predictor import LatencyModel
+from .reference import format_table
 
 _PREFILL = re.compile(r"^(\d+)(?:@(\d+))?$")
 _DECODE = re.compile(r"^(\d+)x(\d+)$")
-JSON_KEYS = ("total_s", "token_ops_s", "attention_s", "comm_s", "lm_head_s", "flops", "bytes")
+JSON_KEYS = ("total_s", "token_ops_s", "attention_s", "comm_s", "lm_head_s", "host_s", "flops",
+             "bytes")
 
 
 class UsageError(Exception):
@@ -102,19 +103,37 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print(format_table(lm.explain(batch, args.sms)))
     print(f"total {pred.total_s * 1e3:.3f} ms  (token ops {pred.token_ops_s * 1e3:.3f}, attention "
           f"{pred.attention_s * 1e3:.3f}, comm {pred.comm_s * 1e3:.3f}, LM head "
-          f"{pred.lm_head_s * 1e3:.3f}); {pred.flops / 1e12:.2f} TFLOP, {pred.bytes / 1e9:.2f} GB")
+          f"{pred.lm_head_s * 1e3:.3f}, host {pred.host_s * 1e3:.3f}); "
+          f"{pred.flops / 1e12:.2f} TFLOP, {pred.bytes / 1e9:.2f} GB")
     return 0
 
 
+def _published_samples(path: str, gpus: str | None) -> list:
+    from .published import read_published, usable
+
+    rows = usable(read_published(path), tuple(gpus.split(",")) if gpus else None)
+    if not rows:
+        raise UsageError(f"no usable rows in {path} for --gpus {gpus}")
+    return [r.sample() for r in rows]
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .fit import calibrate
+    from .fit import calibrate, calibrate_kfold
     from .samples import read_samples
 
+    if (args.samples is None) == (args.published is None):
+        raise UsageError("give exactly one of --samples CSV or --published CSV")
     try:
-        samples = read_samples(args.samples)
+        samples = (read_samples(args.samples) if args.samples
+                   else _published_samples(args.published, args.gpus))
         prior = Calibration.load(args.prior) if args.prior else None
         name = args.name or Path(args.out).stem
-        result = calibrate(samples, prior, name=name, holdout_every=args.holdout_every)
+        keep = tuple(k for k in (args.keep or "").split(",") if k)
+        if args.kfold:
+            result = calibrate_kfold(samples, args.kfold, prior, name=name, keep=keep)
+        else:
+            result = calibrate(samples, prior, name=name, holdout_every=args.holdout_every,
+                               keep=keep)
     except (ValueError, OSError) as e:
         raise UsageError(str(e).splitlines()[0]) from None
     result.calibration.save(args.out)
@@ -123,7 +142,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     print(f"fitted {result.n_train} samples -> {args.out}: {effs}")
     if cal.bw_knee is not None:
         print(f"bandwidth curve: knee={cal.bw_knee:.4f} hill={cal.bw_hill:.3f}")
-    print(f"overhead={cal.iteration_overhead_s * 1e6:.1f} us; train MAPE "
+    print(f"host: {cal.iteration_overhead_s * 1e6:.1f} us per pass, "
+          f"{cal.request_overhead_s * 1e6:.1f} us per row, {cal.launch_layer_s * 1e6:.1f} us per "
+          f"eager layer; train MAPE "
           f"{result.train_mape:.2%}")
     if result.heldout_mape is None:
         print("held-out: no samples")
@@ -150,7 +171,15 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(func=cmd_explain)
     c = sub.add_parser("calibrate", help="fit efficiency factors to measured samples")
-    c.add_argument("--samples", required=True, help="CSV (see sglang_duet.latency.samples)")
+    c.add_argument("--samples", default=None, help="CSV (see sglang_duet.latency.samples)")
+    c.add_argument("--published", default=None,
+                   help="published-measurements CSV (see sglang_duet.latency.published)")
+    c.add_argument("--gpus", default=None, help="with --published: comma-separated GPUs to "
+                   "fit (default: every usable row)")
+    c.add_argument("--kfold", type=int, default=0,
+                   help="report the held-out error of K folds (and fit on every row)")
+    c.add_argument("--keep", default=None, help="comma-separated parameters held at the prior "
+                   "(e.g. attn_decode_bw when no sample reaches long contexts)")
     c.add_argument("--out", required=True, help="calibration JSON to write")
     c.add_argument("--name", default=None, help="calibration name (default: --out's stem)")
     c.add_argument("--prior", default=None, help="starting calibration (name or path)")

@@ -42,7 +42,7 @@ def _stretched(b: Breakdown, total_s: float) -> Breakdown:
     """`b` with its total set to `total_s` and every time component scaled alike."""
     f = total_s / b.total_s
     return Breakdown(total_s, b.token_ops_s * f, b.attention_s * f, b.comm_s * f,
-                     b.lm_head_s * f, b.flops, b.bytes, b.overhead_s * f)
+                     b.lm_head_s * f, b.flops, b.bytes, b.host_s * f)
 
 
 def combine_totals(

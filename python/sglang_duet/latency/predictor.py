@@ -1,30 +1,22 @@
-"""LatencyModel: roofline time of one forward iteration, attention per request, SM-count aware."""
+"""LatencyModel: the public face of the roofline model (see `reference.py` for the formula)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from .batch import Batch, BatchLike, as_batch
-from .breakdown import ZERO, Breakdown
+from . import reference
+from .batch import BatchLike, as_batch
+from .breakdown import ZERO, Breakdown, Breakdowns
 from .calibration import Calibration
 from .contention import combine, combine_totals, progress_rate
+from .fast import Prepared, Rates, SmTable, check_pair, check_pairs
 from .hardware import HardwareSpec
 from .model import ModelSpec
-from .ops import (
-    allreduce_link_bytes,
-    attention_coeffs,
-    layer_token_ops,
-    lm_head_ops,
-    logits_gather_link_bytes,
-)
-from .prepared import Prepared
-from .vector import Breakdowns, SmTable, predict_table, totals_table
-
-_MEMO_KEEP = 256  # (tokens, rows) entries kept per SM count
+from .ops import attention_coeffs, layer_token_ops, lm_head_ops
 
 __all__ = ["ZERO", "Breakdown", "Breakdowns", "ConcurrentTable", "LatencyModel"]
 
@@ -39,24 +31,8 @@ class ConcurrentTable(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
-class _Rates:
-    """Seconds per unit of work at one SM count (efficiencies folded in)."""
-
-    token: tuple[tuple[float, float, float], ...]  # per layer op: (s/token compute, s/token mem,
-    head: tuple[tuple[float, float, float], ...]  # s fixed mem); head ops likewise, per row
-    x_dec: float  # s per attended key (decode kernel, compute side)
-    y_dec: float  # s per HBM byte (decode kernel)
-    t_dec: float  # y_dec / x_dec: rows with attended / bytes above it are compute-bound
-    x_pre: float  # likewise, prefill kernel
-    y_pre: float
-    t_pre: float
-    memo: dict = field(default_factory=dict, compare=False, repr=False)
-
-
-@dataclass(frozen=True, slots=True)
 class OpSums:
-    """Per-model constants: FLOP and byte coefficients summed over the operators (computed once
-    per LatencyModel instead of per prediction)."""
+    """FLOP and byte coefficients summed over one layer's token operators and the LM head."""
 
     tok_f: float
     tok_b: float
@@ -69,11 +45,11 @@ class OpSums:
 class LatencyModel:
     """Predicts iteration latency of `model` on `hardware` (see docs/architecture.md).
 
-    Every operator takes ``max(FLOPs / (compute(S) * eff_c), bytes / (bandwidth(S) * eff_b))``;
-    the total is ``layers * (token ops + attention + all-reduce) + LM head``.
-
-    `predict_many` / `predict_concurrent_totals` evaluate a whole menu of SM counts in one numpy
-    pass; they equal `predict` / `predict_concurrent` at each entry bit for bit.
+    `predict` and the menu-wide `predict_many` / `predict_concurrent_table` run on `fast.py`,
+    which equals `reference.predict` (tests); `explain` runs on the reference itself.
+    Host overhead (`host_s`): `predict` times a CPU-scheduled pass; in `predict_concurrent` the
+    decode side is one step of a look-ahead run and the prefill side carries the iteration's
+    once-costs (`reference.host_seconds`).
     """
 
     def __init__(
@@ -82,200 +58,127 @@ class LatencyModel:
         cal = calibration if calibration is not None else Calibration()
         if cal.bw_knee is not None and cal.bw_hill is not None:
             hardware = hardware.with_curve(cal.bw_knee, cal.bw_hill)
-        self.hardware = hardware
-        self.model = model
-        self.calibration = cal
-        self.token_ops = layer_token_ops(model)
-        self.head_ops = lm_head_ops(model)
+        self.hardware, self.model, self.calibration = hardware, model, cal
+        self.token_ops, self.head_ops = layer_token_ops(model), lm_head_ops(model)
         self.att = attention_coeffs(model)
         tok, head = self.token_ops, self.head_ops
         self.op_sums = OpSums(
             sum(op.f for op in tok), sum(op.b for op in tok), sum(op.w for op in tok),
             sum(op.f for op in head), sum(op.b for op in head), sum(op.w for op in head),
         )  # fmt: skip
-        self._rates: dict[int, _Rates] = {}
+        self._rates: dict[int, Rates] = {}
         self._tables: dict[tuple[int, ...], SmTable] = {}
-        self._last_table: tuple[tuple[int, ...], SmTable] | None = None
-        self._last_table_2: tuple[tuple[int, ...], SmTable] | None = None
         self.memo_key = object()  # this model's slot in Batch.memo / KernelRows.memo
-        # Communication does not depend on the SM count (NVLink bound; NCCL's few SMs ignored).
-        self._link_s_per_byte = 1.0 / (hardware.link_bw * cal.link)
         self._max_bw_eff = max(cal.efficiency(k)[1] for k in ("gemm", "elementwise",
                                                                 "attn_prefill", "attn_decode"))
+        self._host = {(d, k): reference.host_fixed(model, cal, d, k)
+                      for d in (False, True) for k in reference.HOST_KINDS}
+        self._host_row = {k: reference.host_per_row(cal, k) for k in reference.HOST_KINDS}
 
-    # --- rates ---------------------------------------------------------------------------------
-    def _rates_for(self, sms: int | None) -> _Rates:
+    # --- shared terms ------------------------------------------------------------------------
+    def link_seconds(self, tokens: int, rows: int) -> tuple[float, float]:
+        """(all-reduce seconds per layer, logits-gather seconds) of a batch; 0 without TP."""
+        return reference.link_seconds(self.model, self.hardware, self.calibration, tokens, rows)
+
+    def host_seconds(self, decode_only: bool, kind: str = "scheduled", rows: int = 0) -> float:
+        """Host overhead of one pass with `rows` sampling rows (`reference.host_seconds`)."""
+        if kind not in self._host_row:
+            raise ValueError(f"unknown host kind {kind!r}; accepted: "
+                             f"{', '.join(reference.HOST_KINDS)}")
+        return self._host[decode_only, kind] + rows * self._host_row[kind]
+
+    def _rates_for(self, sms: int | None) -> Rates:
         key = self.hardware.usable_sms(sms)
         rates = self._rates.get(key)
         if rates is None:
-            rates = self._rates[key] = self._build_rates(key)
+            rates = self._rates[key] = Rates.build(self, key)
         return rates
 
-    def _build_rates(self, sms: int) -> _Rates:
-        cal = self.calibration
-        compute, bw = self.hardware.compute(sms), self.hardware.bandwidth(sms)
-
-        def op_rates(ops):
-            out = []
-            for op in ops:
-                ec, eb = cal.efficiency(op.cls)
-                out.append((op.f / (compute * ec), op.b / (bw * eb), op.w / (bw * eb)))
-            return tuple(out)
-
-        fa = self.att.flops_per_attended
-        dc, db = cal.efficiency("attn_decode")
-        pc, pb = cal.efficiency("attn_prefill")
-        x_dec, y_dec = fa / (compute * dc), 1.0 / (bw * db)
-        x_pre, y_pre = fa / (compute * pc), 1.0 / (bw * pb)
-        return _Rates(
-            token=op_rates(self.token_ops),
-            head=op_rates(self.head_ops),
-            x_dec=x_dec, y_dec=y_dec, t_dec=y_dec / x_dec,
-            x_pre=x_pre, y_pre=y_pre, t_pre=y_pre / x_pre,
-        )  # fmt: skip
-
     def _table(self, sms: Sequence[int]) -> SmTable:
-        last = self._last_table
-        if last is not None and last[0] is sms:  # the caller's own tuple again: skip hashing
-            return last[1]
-        last = self._last_table_2
-        if last is not None and last[0] is sms:
-            return last[1]
         key = tuple(sms)
         tab = self._tables.get(key)
         if tab is None:
             tab = self._tables[key] = SmTable([self._rates_for(s) for s in key], key)
-        if isinstance(sms, tuple):  # immutable: safe to recognise by identity
-            self._last_table_2, self._last_table = self._last_table, (sms, tab)
         return tab
 
-    def _prepared(self, b: Batch) -> Prepared:
-        return Prepared.of(self, b)
+    def _host_of(self, p: Prepared, kind: str) -> float:
+        if not p.tokens:
+            return 0.0
+        return self._host[not p.pre.n, kind] + p.rows * self._host_row[kind]
 
-    def link_seconds(self, tokens: int, rows: int) -> tuple[float, float]:
-        """(all-reduce seconds per layer, logits-gather seconds) of a batch; 0 without TP."""
-        m, cal = self.model, self.calibration
-        if m.tp == 1:
-            return 0.0, 0.0
-        comm = 2.0 * (allreduce_link_bytes(m, tokens) * self._link_s_per_byte
-                      + cal.allreduce_latency_s)
-        gather = 0.0
-        if rows:
-            gather = (logits_gather_link_bytes(m, rows) * self._link_s_per_byte
-                      + cal.allreduce_latency_s)
-        return comm, gather
-
-    # --- prediction ----------------------------------------------------------------------------
-    def predict(self, batch: BatchLike, sms: int | None = None) -> Breakdown:
-        """Latency of one iteration of `batch` on `sms` SMs (None: the whole GPU)."""
-        return self._predict(Prepared.of(self, as_batch(batch)), sms)
+    # --- prediction --------------------------------------------------------------------------
+    def predict(self, batch: BatchLike, sms: int | None = None, host: str = "scheduled"
+                ) -> Breakdown:
+        """Latency of one iteration of `batch` on `sms` SMs (None: all); `host`: which host
+        overhead the pass pays (`reference.host_seconds`; default a CPU-scheduled pass)."""
+        if host not in self._host_row:
+            self.host_seconds(True, host)  # raises, naming the kinds
+        return self._predict(Prepared.of(self, as_batch(batch)), sms, host)
 
     def predict_union(self, a: BatchLike, b: BatchLike, sms: int | None = None) -> Breakdown:
-        """``predict(a.concat(b), sms)``, equal bit for bit, without building the
-        concatenated batch (e.g. a mixed chunked-prefill batch from its decode and prefill
-        parts)."""
-        return self._predict(Prepared.union(self, as_batch(a), as_batch(b)), sms)
+        """``predict(a.concat(b), sms)``, bit for bit, without building the concatenation."""
+        return self._predict(Prepared.union(self, as_batch(a), as_batch(b)), sms, "scheduled")
 
-    def _predict(self, p: Prepared, sms: int | None) -> Breakdown:
-        tokens = p.tokens
-        if tokens == 0:
+    def _predict(self, p: Prepared, sms: int | None, kind: str) -> Breakdown:
+        if p.tokens == 0:
             return ZERO
-        r = self._rates_for(sms)
-        rows = p.rows
-        memo = r.memo  # token-op and LM-head seconds depend on the counts only, which repeat
-        key = (tokens, rows)
-        hit = memo.get(key)
-        if hit is None:
-            tok = 0.0
-            for kf, kb, kw in r.token:
-                x = kf * tokens
-                y = kb * tokens + kw
-                tok += x if x > y else y
-            head = 0.0
-            if rows:
-                for kf, kb, kw in r.head:
-                    x = kf * rows
-                    y = kb * rows + kw
-                    head += x if x > y else y
-            if len(memo) >= _MEMO_KEEP:
-                memo.clear()
-            hit = memo[key] = (tok, head)
-        tok, head = hit
-        if rows:
-            head += p.gather
-        att = (p.dec.seconds(r.x_dec, r.y_dec, r.t_dec)
-               + p.pre.seconds(r.x_pre, r.y_pre, r.t_pre))
-        L = self.model.num_layers
-        comm = p.comm
-        over = self.calibration.iteration_overhead_s
-        return Breakdown(L * (tok + att + comm) + head + over, L * tok, L * att, L * comm, head,
-                         p.flops, p.nbytes, over)
+        host = self._host[not p.pre.n, kind] + p.rows * self._host_row[kind]  # = _host_of
+        return p.predict(self._rates_for(sms), self.model.num_layers, host)
 
-    def predict_many(self, batch: BatchLike, sms: Sequence[int]) -> Breakdowns:
-        """`predict(batch, s)` for every s in `sms` at once (arrays, one entry per SM count)."""
-        b = as_batch(batch)
+    def predict_many(self, batch: BatchLike, sms: Sequence[int], host: str = "scheduled"
+                     ) -> Breakdowns:
+        """`predict(batch, s, host)` for every s in `sms` at once (one entry per SM count)."""
+        p = Prepared.of(self, as_batch(batch))
         tab = self._table(sms)
-        if b.tokens == 0:
+        if p.tokens == 0:
             return Breakdowns.zero(len(tab.sms))
-        return predict_table(self, self._prepared(b), tab)
+        return tab.predict(p, self.model.num_layers, self._host_of(p, host))
 
-    def predict_concurrent(
-        self,
-        decode_batch: BatchLike,
-        prefill_batch: BatchLike,
-        sms_decode: int,
-        sms_prefill: int,
-    ) -> tuple[Breakdown, Breakdown]:
-        """(decode, prefill) latencies when both run at once on disjoint SM partitions.
+    def predict_reference(self, batch: BatchLike, sms: int | None = None,
+                          host: str = "scheduled") -> Breakdown:
+        """`predict` computed by `reference.predict` (slow; what the fast path must equal)."""
+        b = as_batch(batch)
+        host_s = 0.0
+        if b.tokens:
+            host_s = reference.host_seconds(self.model, self.calibration, b.n_decode == b.tokens,
+                                            host, b.n_sample)
+        return reference.predict(self.hardware, self.model, self.calibration, b, sms, host_s)
+
+    def predict_concurrent(self, decode_batch: BatchLike, prefill_batch: BatchLike,
+                           sms_decode: int, sms_prefill: int) -> tuple[Breakdown, Breakdown]:
+        """(decode step, prefill) latencies when both run at once on disjoint SM partitions.
 
         Each side is first predicted alone on its partition, then `combine_concurrent` applies
         the bandwidth contention (see `sglang_duet.latency.contention`).
         """
-        hw = self.hardware
-        if hw.usable_sms(sms_decode) + hw.usable_sms(sms_prefill) > hw.num_sms:
-            raise ValueError(
-                f"partitions {sms_decode} + {sms_prefill} SMs exceed {hw.num_sms} on {hw.name}"
-            )
-        d = self.predict(decode_batch, sms_decode)
-        p = self.predict(prefill_batch, sms_prefill)
+        check_pair(self.hardware, sms_decode, sms_prefill)
+        d = self._predict(Prepared.of(self, as_batch(decode_batch)), sms_decode, "lookahead")
+        p = self._predict(Prepared.of(self, as_batch(prefill_batch)), sms_prefill, "spatial")
         return combine(self.bandwidth_cap(), d, p)
 
-    def predict_concurrent_totals(
-        self,
-        decode_batch: BatchLike,
-        prefill_batch: BatchLike,
-        sms_decode: Sequence[int],
-        sms_prefill: Sequence[int],
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def predict_concurrent_totals(self, decode_batch: BatchLike, prefill_batch: BatchLike,
+                                  sms_decode: Sequence[int], sms_prefill: Sequence[int]
+                                  ) -> tuple[np.ndarray, np.ndarray]:
         """``total_s`` of both sides of `predict_concurrent` for every partition pair
-        ``(sms_decode[i], sms_prefill[i])`` at once: two float64 arrays, equal bit for bit to
-        the scalar calls. Pass the same sequences each time: their tables are cached."""
+        ``(sms_decode[i], sms_prefill[i])``: float64 arrays, bit for bit the scalar calls.
+        Pass the same sequences each time: their tables are cached."""
         tab = self.predict_concurrent_table(decode_batch, prefill_batch, sms_decode, sms_prefill)
         return tab.decode_s, tab.prefill_s
 
-    def predict_concurrent_table(
-        self,
-        decode_batch: BatchLike,
-        prefill_batch: BatchLike,
-        sms_decode: Sequence[int],
-        sms_prefill: Sequence[int],
-    ) -> ConcurrentTable:
+    def predict_concurrent_table(self, decode_batch: BatchLike, prefill_batch: BatchLike,
+                                 sms_decode: Sequence[int], sms_prefill: Sequence[int]
+                                 ) -> ConcurrentTable:
         """Like `predict_concurrent_totals`, also keeping each side's time alone."""
         tab_d, tab_p = self._table(sms_decode), self._table(sms_prefill)
-        if tab_d.pair_checked is not tab_p:
-            hw = self.hardware
-            if len(tab_d.sms) != len(tab_p.sms):
-                raise ValueError("sms_decode and sms_prefill differ in length")
-            for sd, sp in zip(tab_d.sms, tab_p.sms, strict=True):
-                if hw.usable_sms(sd) + hw.usable_sms(sp) > hw.num_sms:
-                    raise ValueError(
-                        f"partitions {sd} + {sp} SMs exceed {hw.num_sms} on {hw.name}")
-            tab_d.pair_checked = tab_p
+        check_pairs(self.hardware, tab_d, tab_p)
         pd = Prepared.of(self, as_batch(decode_batch))
         pp = Prepared.of(self, as_batch(prefill_batch))
+        L = self.model.num_layers
         # a non-empty batch takes > 0 s at every SM count (it reads the weights)
-        t_d = totals_table(self, pd, tab_d) if pd.tokens else np.zeros(len(tab_d.sms))
-        t_p = totals_table(self, pp, tab_p) if pp.tokens else np.zeros(len(tab_p.sms))
+        t_d = (tab_d.totals(pd, L, self._host_of(pd, "lookahead")) if pd.tokens
+               else np.zeros(len(tab_d.sms)))
+        t_p = (tab_p.totals(pp, L, self._host_of(pp, "spatial")) if pp.tokens
+               else np.zeros(len(tab_p.sms)))
         c_d, c_p = combine_totals(self.bandwidth_cap(), t_d, pd.nbytes, t_p, pp.nbytes,
                                   positive=bool(pd.tokens and pp.tokens))
         return ConcurrentTable(c_d, c_p, t_d, t_p)
@@ -284,7 +187,7 @@ class LatencyModel:
         """Per SM count, seconds per token that every batch's iteration takes at least: the
         token-level operators' compute alone (so ``predict(b, s).total_s >= floor * tokens``,
         also under contention)."""
-        return self._table(sms).token_floor(self.model.num_layers)
+        return self.model.num_layers * self._table(sms).floor
 
     def combine_concurrent(self, decode: Breakdown, prefill: Breakdown
                            ) -> tuple[Breakdown, Breakdown]:
@@ -299,10 +202,9 @@ class LatencyModel:
         """Progress rate (<= 1) of two overlapping iterations sharing the device's bandwidth."""
         return progress_rate(self.bandwidth_cap(), a, b)
 
-    # --- explanation (not on the hot path) -----------------------------------------------------
     def explain(self, batch: BatchLike, sms: int | None = None) -> list[dict[str, object]]:
         """Per-operator rows (name, class, count, flops, bytes, seconds, bound) of one iteration;
         their seconds add up to `predict(batch, sms).total_s`."""
-        from .explain import explain_rows
-
-        return explain_rows(self, as_batch(batch), sms)
+        b = as_batch(batch)
+        host = self.predict_reference(b, sms).host_s
+        return reference.explain(self.hardware, self.model, self.calibration, b, sms, host)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .batch import Batch
+from .model import ModelSpec
 
 FIELDS = ("hardware", "model", "tp", "sms", "batch", "seconds", "split")
 _GROUP = re.compile(r"^\s*(?:(\d+)\s*x\s*)?(\d+)\s*(?:@\s*(\d+))?\s*$")
@@ -30,13 +31,18 @@ BATCH_FORMS = "';'-separated [N x]Q[@C] groups, e.g. '8192@0' or '8x1@32768;2048
 
 @dataclass(frozen=True, eq=False)
 class Sample:
+    """One measured pass. `model`: a built-in name, a Hugging Face config path, or a shape.
+    `cpu_share`: CPU-scheduled iterations in the pass (1: a serving loop's step; 0: an
+    engine-level timing; 1/N: N decode steps per scheduler call)."""
+
     hardware: str
-    model: str
+    model: str | ModelSpec
     tp: int
     sms: int | None
     batch: Batch
     seconds: float
     split: str = ""
+    cpu_share: float = 1.0
 
 
 def parse_batch(spec: str) -> Batch:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 
 LIBSMCTRL_PATH = "SGLANG_DUET_LIBSMCTRL"  # path of the user's libsmctrl.so
-LIBSMCTRL_ANY_DRIVER = "SGLANG_DUET_LIBSMCTRL_ANY_DRIVER"  # 1: skip the driver-version check
-LIBSMCTRL_MASK_OFF = "MASK_OFF"  # libsmctrl's own stream-offset override; implies any driver
+# 1: accept a driver libsmctrl does not list, but only up to the newest release whose offset is
+# known; above it the offset is unknown and only MASK_OFF (the offset itself) is accepted.
+LIBSMCTRL_ANY_DRIVER = "SGLANG_DUET_LIBSMCTRL_ANY_DRIVER"
+LIBSMCTRL_MASK_OFF = "MASK_OFF"  # libsmctrl's own stream-offset override: any driver
 
 
 def libsmctrl_path() -> str | None:
@@ -15,5 +17,10 @@ def libsmctrl_path() -> str | None:
 
 
 def libsmctrl_any_driver() -> bool:
-    flag = os.environ.get(LIBSMCTRL_ANY_DRIVER, "").strip().lower() in ("1", "true", "yes")
-    return flag or bool(os.environ.get(LIBSMCTRL_MASK_OFF))
+    """SGLANG_DUET_LIBSMCTRL_ANY_DRIVER is set (see above for its limit)."""
+    return os.environ.get(LIBSMCTRL_ANY_DRIVER, "").strip().lower() in ("1", "true", "yes")
+
+
+def libsmctrl_mask_off() -> str | None:
+    """The explicit stream-mask offset given to libsmctrl through MASK_OFF, if any."""
+    return os.environ.get(LIBSMCTRL_MASK_OFF) or None

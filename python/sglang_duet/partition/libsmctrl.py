@@ -3,8 +3,10 @@
 Nothing of libsmctrl ships with this project. It is loaded at run time from
 SGLANG_DUET_LIBSMCTRL or `libsmctrl.so` on the library search path. libsmctrl writes the mask
 into a private field of the driver's stream object at an offset it knows per driver release, so
-the running driver must be one it supports (x86_64: CUDA 8.0 - 12.8 in the releases we know of);
-SGLANG_DUET_LIBSMCTRL_ANY_DRIVER=1, or libsmctrl's own MASK_OFF, skips that check.
+the running driver must be one it supports (x86_64: CUDA 8.0 - 12.8 in the releases we know of).
+libsmctrl's own MASK_OFF (an explicit offset) accepts any driver. SGLANG_DUET_LIBSMCTRL_ANY_DRIVER=1
+accepts unlisted drivers and machines only up to 12.8: above it the offset is unknown and a write
+there corrupts driver memory, so it is refused without MASK_OFF.
 """
 
 from __future__ import annotations
@@ -29,7 +31,17 @@ def driver_supported(version: int, machine: str | None = None) -> tuple[bool, st
     machine = machine or platform.machine()
     span = SUPPORTED_DRIVERS.get(machine)
     ver = f"{version // 1000}.{version % 1000 // 10}"
+    if env.libsmctrl_mask_off():
+        return True, f"driver CUDA {ver} accepted with the explicit {env.LIBSMCTRL_MASK_OFF}"
+    newest = max(hi for _, hi in SUPPORTED_DRIVERS.values())
     if env.libsmctrl_any_driver():
+        if version > newest:
+            return False, (
+                f"driver is CUDA {ver}, newer than any libsmctrl offset we know "
+                f"({newest // 1000}.{newest % 1000 // 10}); {env.LIBSMCTRL_ANY_DRIVER} is "
+                f"refused there (the mask would be written at an unknown offset): give the "
+                f"offset with {env.LIBSMCTRL_MASK_OFF}"
+            )
         return True, f"driver CUDA {ver} accepted by override"
     if span is None:
         return False, f"libsmctrl stream masks are not known to work on {machine}"
@@ -38,7 +50,8 @@ def driver_supported(version: int, machine: str | None = None) -> tuple[bool, st
         return False, (
             f"driver is CUDA {ver}; libsmctrl stream masks are known for CUDA "
             f"{lo // 1000}.{lo % 1000 // 10} - {hi // 1000}.{hi % 1000 // 10} on {machine} "
-            f"(set {env.LIBSMCTRL_ANY_DRIVER}=1 or MASK_OFF if your build supports it)"
+            f"(above that only with an explicit {env.LIBSMCTRL_MASK_OFF}; "
+            f"{env.LIBSMCTRL_ANY_DRIVER}=1 accepts other drivers up to the newest known)"
         )
     return True, f"driver CUDA {ver} is supported"
 

@@ -4,7 +4,8 @@ Units: a mask addresses TPCs (texture processing clusters), not SMs; on Volta..H
 holds 2 SMs. Polarity follows libsmctrl: a SET bit DISABLES that TPC, a clear bit allows it.
 Masks are 128 bits wide (`libsmctrl_set_stream_mask_ext`); H100 SXM has 66 TPCs, more than a
 64-bit mask can name. On Hopper libsmctrl's bit i is the *physical* TPC i (floor-swept TPCs
-included), so a range of n bits may hold fewer than n working TPCs; `test/gpu/` measures this.
+included), so a range of n bits may hold fewer than n working TPCs; `test_libsmctrl_gpu.py`
+measures this.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from sglang_duet.policy.sm_menu import SmMenu
 
 logger = logging.getLogger(__name__)
+
+# (backend name, planned decode sizes) -> the decode sizes to create
+Select = Callable[[str, tuple[int, ...]], Sequence[int]]
 
 
 @dataclass
@@ -82,9 +85,12 @@ class PartitionMenu:
         min_decode: int = DEFAULT_MIN_SMS,
         min_prefill: int = DEFAULT_MIN_SMS,
         sizes: Sequence[int] | None = None,
+        select: Select | None = None,
     ) -> PartitionMenu:
         """Creates the stream pair of every decode size on `device`.
 
+        `select(backend name, planned sizes)` -> the sizes to create, when only some are kept
+        (each split costs two contexts and streams, so the others are never made).
         Raises PartitionError (after releasing what was made) if the backend grants a decode
         group smaller than asked or a prefill side below `min_prefill`.
         """
@@ -92,10 +98,12 @@ class PartitionMenu:
         if not backend.partitions:
             return cls(backend.name, total, None, [], device)
         gran = backend.granularity(device)
-        planned = cls.plan(backend.name, total, gran, min_decode, min_prefill, sizes)
+        planned = cls.plan(backend.name, total, gran, min_decode, min_prefill, sizes).decode_sizes
+        if select is not None:
+            planned = tuple(select(backend.name, planned))
         entries: list[MenuEntry] = []
         try:
-            for want in planned.decode_sizes:
+            for want in planned:
                 raw = backend.create_pair(device, want, min_prefill)
                 entries.append(MenuEntry(raw.decode_sms, raw.prefill_sms, raw))
                 if raw.decode_sms < want or raw.prefill_sms < min_prefill:
@@ -231,17 +239,20 @@ def build_partition_menu(
     min_decode: int = DEFAULT_MIN_SMS,
     min_prefill: int = DEFAULT_MIN_SMS,
     sizes: Sequence[int] | None = None,
+    select: Select | None = None,
 ) -> tuple[PartitionMenu, str]:
     """Start-up helper: select a backend, build its menu, fall back to `none` on failure.
 
-    Returns the menu and the reason for the backend in use (logged as well).
+    Returns the menu and the reason for the backend in use (logged as well). `select` as in
+    `PartitionMenu.build`.
     """
     from .none import NoneBackend
     from .registry import select_backend
 
     backend, reason = select_backend(name, device)
     try:
-        return PartitionMenu.build(backend, device, min_decode, min_prefill, sizes), reason
+        menu = PartitionMenu.build(backend, device, min_decode, min_prefill, sizes, select)
+        return menu, reason
     except (PartitionError, ValueError, OSError, RuntimeError) as exc:
         reason = f"{backend.name} failed at start-up ({exc}); falling back to none"
         logger.warning("partition backend %s", reason)

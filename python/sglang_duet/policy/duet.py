@@ -155,7 +155,10 @@ class DuetPolicy:
             # Decodes alone on the whole GPU bound every plan's TBT from below (fewer SMs and
             # contention only slow them down): when even that misses tau, skip the search.
             t_alone = self._predict_alone(dec)
-            if t_alone > tau and f_do <= min(f_d, f_agg):
+            # ... less the CPU round trip a scheduled step pays and a look-ahead step does not
+            gap = self.latency.host_seconds(True, "scheduled") - self.latency.host_seconds(
+                True, "lookahead")
+            if t_alone - gap * f_do > tau and f_do <= min(f_d, f_agg):
                 why = f"nothing meets tau={_ms(tau)}; decodes alone (smallest TBT), prefill waits"
                 return self._decode_only(rids, t_alone, why)
         lat = self.latency
@@ -238,21 +241,22 @@ class DuetPolicy:
         """An aggregated plan predicted to take ``t`` (corrected) seconds."""
         f = self.correction.factor("aggregated", "total")
         total = self.total_sms
-        plan = BatchPlan("aggregated", rids, chunks, total, total, 1, t, t, t, reason)
+        plan = BatchPlan.aggregated(rids, chunks, total, t, reason)
         return self._remember(plan, f, f)
 
     def _decode_only(self, rids: tuple[str, ...], t: float, reason: str) -> BatchPlan:
         f = self.correction.factor("decode_only", "decode")
-        plan = BatchPlan("decode_only", rids, (), self.total_sms, 0, 1, t, t, 0.0, reason)
+        plan = BatchPlan.decode_only(rids, self.total_sms, t, reason)
         return self._remember(plan, f, 1.0)
 
     def _spatial(
         self, rids: tuple[str, ...], ch: SpatialChoice, f_d: float, f_p: float, reason: str
     ) -> BatchPlan:
-        plan = BatchPlan(
-            "spatial", rids, ch.prefill, ch.sms_decode, ch.sms_prefill, ch.lookahead,
-            ch.total_s, ch.decode_s, ch.prefill_s, reason,
-        )  # fmt: skip
+        plan = BatchPlan.spatial(
+            rids, ch.prefill, ch.sms_decode, ch.sms_prefill, ch.lookahead,
+            predicted_decode_s=ch.decode_s, predicted_prefill_s=ch.prefill_s,
+            predicted_total_s=ch.total_s, reason=reason,
+        )
         return self._remember(plan, f_d, f_p)
 
     def _remember(self, plan: BatchPlan, f_a: float, f_b: float) -> BatchPlan:

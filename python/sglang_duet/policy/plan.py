@@ -77,6 +77,51 @@ class BatchPlan:
             "reason": self.reason,
         }
 
+    # ---- named constructors: one per mode, so no call site passes ten positional values ----
+
+    @classmethod
+    def aggregated(
+        cls,
+        decode_rids: tuple[str, ...],
+        prefill: tuple[PrefillChunk, ...],
+        total_sms: int,
+        predicted_s: float = 0.0,
+        reason: str = "",
+    ) -> BatchPlan:
+        """One mixed batch on all `total_sms` SMs, predicted to take `predicted_s` seconds."""
+        t = predicted_s
+        return cls("aggregated", decode_rids, prefill, total_sms, total_sms, 1, t, t, t, reason)
+
+    @classmethod
+    def spatial(
+        cls,
+        decode_rids: tuple[str, ...],
+        prefill: tuple[PrefillChunk, ...],
+        sms_decode: int,
+        sms_prefill: int,
+        lookahead: int = 1,
+        predicted_decode_s: float = 0.0,
+        predicted_prefill_s: float = 0.0,
+        predicted_total_s: float | None = None,
+        reason: str = "",
+    ) -> BatchPlan:
+        """Decode (`lookahead` steps of `predicted_decode_s` each) on `sms_decode` SMs beside the
+        prefill on `sms_prefill`; the total defaults to max(k * t_d, t_p) seconds."""
+        total = predicted_total_s
+        if total is None:
+            total = max(lookahead * predicted_decode_s, predicted_prefill_s)
+        return cls("spatial", decode_rids, prefill, sms_decode, sms_prefill, lookahead, total,
+                   predicted_decode_s, predicted_prefill_s, reason)
+
+    @classmethod
+    def decode_only(
+        cls, decode_rids: tuple[str, ...], total_sms: int, predicted_s: float = 0.0,
+        reason: str = "",
+    ) -> BatchPlan:
+        """One decode step of `decode_rids` on all `total_sms` SMs; prefill waits."""
+        t = predicted_s
+        return cls("decode_only", decode_rids, (), total_sms, 0, 1, t, t, 0.0, reason)
+
     @classmethod
     def idle(cls, reason: str = "nothing to run") -> BatchPlan:
         return cls("idle", (), (), 0, 0, 1, 0.0, 0.0, 0.0, reason)

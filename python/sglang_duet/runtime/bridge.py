@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from sglang_duet.policy import ReqState
 
@@ -35,12 +35,18 @@ def waiting_state(req: Any) -> ReqState:
     )
 
 
-def policy_inputs(
-    running: Sequence[Any], waiting: Iterable[Any], chunked: Any | None
-) -> tuple[list[ReqState], list[ReqState]]:
+class PolicyInputs(NamedTuple):
+    """What `DuetPolicy.plan` takes: the running decodes and the waiting prompts, in order."""
+
+    decodes: list[ReqState]
+    waiting: list[ReqState]
+
+
+def policy_inputs(running: Sequence[Any], waiting: Iterable[Any], chunked: Any | None
+                  ) -> PolicyInputs:
     """(decodes, waiting) in the order SGLang's prefill adder visits them: the request whose
     prompt is being chunked first, then the waiting queue in its (already prioritised) order."""
     decodes = [decode_state(r) for r in running if not r.finished()]
     queue = [waiting_state(chunked)] if chunked is not None else []
     queue.extend(waiting_state(r) for r in waiting if r is not chunked)
-    return decodes, queue
+    return PolicyInputs(decodes, queue)

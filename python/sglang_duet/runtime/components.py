@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from sglang_duet.args import DuetArgs
 from sglang_duet.latency import Calibration, HardwareSpec, LatencyModel, ModelSpec, get_hardware
@@ -48,6 +48,16 @@ def detect_hardware(name: str, device: str, gpu_id: int = 0) -> HardwareSpec:
     return get_hardware("h100-sxm")
 
 
+class Menus(NamedTuple):
+    """What `build_menu` returns: the policy's menu, the partitions (None: no partitioning),
+    the backend's name and the decode sizes that get their own decode CUDA graphs."""
+
+    sm_menu: SmMenu
+    partitions: Any
+    backend: str
+    graph_sizes: tuple[int, ...]
+
+
 @dataclass
 class DuetComponents:
     policy: DuetPolicy
@@ -59,51 +69,60 @@ class DuetComponents:
 
 
 def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int,
-               cuda_graphs: bool = False):
-    """(SmMenu, PartitionMenu | None, backend name, graph sizes), built once at start-up.
+               cuda_graphs: bool = False) -> Menus:
+    """The menus, built once at start-up.
 
     A backend that is unavailable or grants fewer SMs than asked falls back to `none` (the
     partition package logs why). With `none`, spatial plans run decode then prefill on the same
     device, one after the other; the menu still describes the device so the policy can plan.
-    When decode graphs are captured per partition (`decode_graphs.graphs_wanted`), the menu
-    keeps only `--duet-decode-graph-sizes` sizes, spread over it.
+    When decode graphs are captured per partition (`decode_graphs.graphs_wanted`), only
+    `--duet-decode-graph-sizes` sizes spread over the menu are created at all.
     """
     if device != "cpu":
         from sglang_duet.partition import build_partition_menu
 
-        menu, reason = build_partition_menu(args.partition_backend, gpu_id)
+        wanted: list[bool] = []
+
+        def keep(backend: str, sizes: tuple[int, ...]) -> tuple[int, ...]:
+            want, why = decode_graphs.graphs_wanted(backend, cuda_graphs, args.decode_graph_sizes)
+            logger.info("duet: %s", why)
+            wanted.append(want)
+            return decode_graphs.spread(sizes, args.decode_graph_sizes) if want else sizes
+
+        menu, reason = build_partition_menu(args.partition_backend, gpu_id, select=keep)
         logger.info("duet: partition backend %s (%s)", menu.backend, reason)
         if menu.decode_sizes:
-            want, why = decode_graphs.graphs_wanted(
-                menu.backend, cuda_graphs, args.decode_graph_sizes
-            )
-            logger.info("duet: %s", why)
-            if not want:
-                return menu.sm_menu, menu, menu.backend, ()
-            menu = menu.restrict(decode_graphs.spread(menu.decode_sizes, args.decode_graph_sizes))
-            return menu.sm_menu, menu, menu.backend, menu.decode_sizes
+            graphs = menu.decode_sizes if wanted and wanted[-1] else ()
+            return Menus(menu.sm_menu, menu, menu.backend, graphs)
     elif args.partition_backend not in ("auto", "none"):
         logger.warning("duet: --duet-partition-backend %s needs a GPU; using none",
                        args.partition_backend)
-    return SmMenu.tpc_masks(hardware.num_sms, hardware.sms_per_tpc), None, "none", ()
+    return Menus(SmMenu.tpc_masks(hardware.num_sms, hardware.sms_per_tpc), None, "none", ())
 
 
-def build_components(args: DuetArgs, *, model_path: str, tp_size: int, device: str, gpu_id: int,
-                token_budget: int, cuda_graphs: bool = False) -> DuetComponents:
+def model_spec(hf_config: Any, tp_size: int) -> ModelSpec:
+    """The latency model's view of SGLang's loaded config: works for a local directory and for
+    a hub id that SGLang resolved from the HF cache alike (no path is opened here)."""
+    cfg = hf_config if isinstance(hf_config, dict) else hf_config.to_dict()
+    return ModelSpec.from_hf_config(cfg, tp=tp_size)
+
+
+def build_components(args: DuetArgs, *, hf_config: Any, tp_size: int, device: str, gpu_id: int,
+                     token_budget: int, cuda_graphs: bool = False) -> DuetComponents:
+    """`hf_config`: SGLang's loaded `model_config.hf_config` (or its dict)."""
     hardware = detect_hardware(args.hardware, device, gpu_id)
-    model = ModelSpec.from_hf_config(model_path, tp=tp_size)
+    model = model_spec(hf_config, tp_size)
     calibration = Calibration.load(args.calibration) if args.calibration else None
     latency = LatencyModel(hardware, model, calibration)
-    sm_menu, partitions, backend, graph_sizes = build_menu(
-        args, hardware, device, gpu_id, cuda_graphs
-    )
+    menus = build_menu(args, hardware, device, gpu_id, cuda_graphs)
     policy = DuetPolicy(
         mode=args.mode,
         tbt_slo_s=args.tbt_slo_s,
         token_budget=token_budget,
         max_lookahead=args.max_lookahead,
         latency=latency,
-        menu=sm_menu,
+        menu=menus.sm_menu,
         correction=args.online_correction,
     )
-    return DuetComponents(policy, hardware, model, partitions, backend, graph_sizes)
+    return DuetComponents(policy, hardware, model, menus.partitions, menus.backend,
+                          menus.graph_sizes)

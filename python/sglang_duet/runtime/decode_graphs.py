@@ -2,30 +2,33 @@
 
 A kernel launched from a CUDA graph runs in the execution context it was captured in: captured on
 a green context's stream, it replays on that green context's SMs whichever stream launches it
-(`test/gpu/test_green_ctx.py` checks this with an SM-id probe). SGLang captures its decode graphs
-once, on an ordinary stream, i.e. on the whole device, so a spatial decode cannot replay them
-without leaving its partition. At start-up sglang-duet therefore captures, for each decode size
-S_d kept in the menu, one SGLang `DecodeCudaGraphRunner` (all of SGLang's capture batch sizes)
-on the decode stream of that split, each with an attention backend of its own: a backend keeps
-the per-batch-size state its graphs were captured with, so two runners cannot share one. The
-spatial decode of a plan with S_d replays the runner of S_d (`phases.PhaseRunners.decode`).
+(`test/partition/test_green_ctx_gpu.py` checks it with an SM-id probe). SGLang captures its
+decode graphs once, on an ordinary stream, i.e. on the whole device, so a spatial decode cannot
+replay them without leaving its partition. At start-up sglang-duet therefore captures, for each
+decode size S_d kept in the menu, one SGLang `DecodeCudaGraphRunner` (all of SGLang's capture
+batch sizes) on the decode stream of that split, each with an attention backend of its own: a
+backend keeps the per-batch-size state its graphs were captured with, so two runners cannot
+share one. The spatial decode of a plan with S_d replays the runner of S_d
+(`phases.PhaseRunners.decode`).
 
 Only green contexts: libsmctrl's masks are applied per stream at kernel launch, which a graph
 launch does not go through, so with libsmctrl the spatial decode runs eagerly (unverified on a
 GPU either way; `benchmark/gpu/check.sh` runs the graph checks).
 
 Cost: start-up time and graph memory grow with the number of sizes (one SGLang decode capture
-each), hence `--duet-decode-graph-sizes` keeps a few sizes spread over the menu and the policy
-chooses among those only.
+each), hence `--duet-decode-graph-sizes` keeps a few sizes spread over the menu (only those
+splits are created) and the policy chooses among those only; their memory is taken out of
+SGLang's static fraction before it sizes the KV cache (`reserve_for_partitions`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+from sglang_duet.runtime import patches
 
 logger = logging.getLogger(__name__)
 
@@ -48,62 +51,118 @@ def spread(sizes: Sequence[int], n: int) -> tuple[int, ...]:
     return tuple(sorted({sizes[round(i * step)] for i in range(n)}))
 
 
-def graphs_wanted(backend: str, cuda_graphs: bool, n: int) -> tuple[bool, str]:
+class Wanted(NamedTuple):
+    """Whether to capture decode graphs per partition, and why (for the start-up log)."""
+
+    want: bool
+    why: str
+
+
+class Captured(NamedTuple):
+    """{S_d: SGLang decode graph runner} and {S_d: the attention backend it captured with}."""
+
+    runners: dict[int, Any]
+    backends: dict[int, Any]
+
+
+def graphs_wanted(backend: str, cuda_graphs: bool, n: int) -> Wanted:
     """Whether to capture decode graphs per partition, and why (for the start-up log)."""
     if n <= 0:
-        return False, "--duet-decode-graph-sizes 0: spatial decode runs eagerly"
+        return Wanted(False, "--duet-decode-graph-sizes 0: spatial decode runs eagerly")
     if not cuda_graphs:
-        return False, "SGLang runs decode without CUDA graphs here"
+        return Wanted(False, "SGLang runs decode without CUDA graphs here")
     if backend not in GRAPH_BACKENDS:
-        return False, f"partition backend {backend}: graphs would not keep to the partition"
-    return True, f"decode graphs for {n} partition sizes"
+        return Wanted(False, f"partition backend {backend}: graphs would not keep to the partition")
+    return Wanted(True, f"decode graphs for {n} partition sizes")
 
 
-@contextlib.contextmanager
-def _capture_on(stream: Any) -> Iterator[None]:
-    """While active, SGLang's decode graph runner captures on `stream` (not a stream of its own).
-
-    `DecodeCudaGraphRunner.capture` opens `graph_capture()` with no stream, which makes one; the
-    module's name is rebound to a version that passes ours.
-    """
-    import sglang.srt.model_executor.runner.decode_cuda_graph_runner as dcgr
-
-    original = dcgr.graph_capture
-
-    def on_partition(*args: Any, **kwargs: Any):
-        if not args and kwargs.get("stream") is None:
-            kwargs["stream"] = stream
-        return original(*args, **kwargs)
-
-    dcgr.graph_capture = on_partition
-    try:
-        yield
-    finally:
-        dcgr.graph_capture = original
-
-
-def capture(
-    model_runner: Any, partitions: Any, sizes: Sequence[int]
-) -> tuple[dict[int, Any], dict[int, Any]]:
+def capture(model_runner: Any, partitions: Any, sizes: Sequence[int]) -> Captured:
     """Captures one decode graph runner per size on that split's decode stream.
 
-    Returns ({S_d: runner}, {S_d: attention backend}). Runs on every TP rank in the same order
-    (SGLang's capture synchronises the ranks per batch size).
+    Runs on every TP rank in the same order
+    (SGLang's capture synchronises the ranks per batch size). SGLang's side streams (KV pool,
+    model helpers) are off during each capture: they belong to the primary context.
     """
-    from sglang_duet.runtime.phases import swapped  # phases imports this module
-
     runner_cls = model_runner._decode_cuda_graph_runner_cls()
     runners: dict[int, Any] = {}
     backends: dict[int, Any] = {}
+    start = time.perf_counter()
     for s_d in sizes:
         decode_stream, _ = partitions.streams(s_d)
         backend = model_runner._get_attention_backend(init_new_workspace=False)
         t0 = time.perf_counter()
-        with _capture_on(decode_stream), swapped(model_runner, attn_backend=backend):
+        with (
+            patches.capture_on(decode_stream),
+            patches.no_side_streams(model_runner),
+            patches.swapped(model_runner, attn_backend=backend),
+        ):
             runners[s_d] = runner_cls(model_runner, attn_backend=backend)
         backends[s_d] = backend
         logger.info(
             "duet: decode graphs for the %d-SM partition captured in %.1fs (batch sizes %s)",
             s_d, time.perf_counter() - t0, list(getattr(runners[s_d], "capture_bs", [])),
         )
-    return runners, backends
+    if sizes:
+        logger.info("duet: %d partition decode captures took %.1fs in all", len(sizes),
+                    time.perf_counter() - start)
+    return Captured(runners, backends)
+
+
+# ---- start-up memory --------------------------------------------------------------------------
+
+MIB = 1 << 20
+
+
+def reserve_bytes(n_sizes: int, decode_max_bs: int, prefill_workspace_bytes: int) -> int:
+    """Memory the partition phases take beyond SGLang's own (bytes), to keep out of the KV cache.
+
+    Each partition decode capture is one more SGLang decode capture, for which SGLang itself
+    reserves `max_bs * 2` MiB (`ServerArgs.reserve_for_graph_mb`); the spatial prefill's
+    attention backend has a workspace of its own.
+    """
+    return n_sizes * decode_max_bs * 2 * MIB + prefill_workspace_bytes
+
+
+def lowered_fraction(fraction: float, reserve: int, device_bytes: int) -> float:
+    """SGLang's static memory fraction less `reserve` bytes of a `device_bytes` device."""
+    lowered = fraction - reserve / device_bytes
+    if lowered <= 0.05:
+        raise ValueError(
+            f"--mem-fraction-static {fraction:.3f} leaves no room for the partition phases "
+            f"({reserve / MIB:.0f} MiB of {device_bytes / MIB:.0f} MiB); lower "
+            "--duet-decode-graph-sizes"
+        )
+    return round(lowered, 4)
+
+
+def reserve_for_partitions(server_args: Any, duet: Any, device_bytes: int) -> int:
+    """Lowers `server_args.mem_fraction_static` (before SGLang sizes the KV cache) by what the
+    partition decode graphs and the spatial prefill workspace will need; logged. Returns the
+    bytes reserved."""
+    n = duet.decode_graph_sizes
+    if getattr(server_args, "disable_cuda_graph", False) or duet.partition_backend not in (
+        "auto", *GRAPH_BACKENDS
+    ):
+        n = 0
+    decode_cfg = getattr(getattr(server_args, "cuda_graph_config", None), "decode", None)
+    max_bs = int(getattr(decode_cfg, "max_bs", 0) or 0)
+    workspace = 0
+    backends = {server_args.attention_backend, getattr(server_args, "prefill_attention_backend",
+                                                       None)}
+    if "flashinfer" in backends:
+        from sglang.srt.environ import envs
+
+        workspace = int(envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get())
+    reserve = reserve_bytes(n, max_bs, workspace)
+    if reserve and server_args.mem_fraction_static:
+        before = server_args.mem_fraction_static
+        after = lowered_fraction(before, reserve, device_bytes)
+        # Resolved ServerArgs are read-only except through override() (SGLang publishes them to
+        # its runtime context in run_scheduler_process, after this).
+        server_args.override("sglang-duet partition reserve", mem_fraction_static=after)
+        logger.info(
+            "duet: mem_fraction_static %.4f -> %.4f: %.0f MiB kept for %d partition decode "
+            "graph pools (max_bs %d) and a %.0f MiB spatial prefill workspace", before,
+            server_args.mem_fraction_static, reserve / MIB, n, max_bs, workspace / MIB,
+        )
+    return reserve

@@ -10,39 +10,87 @@ its surplus tokens are dropped.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
+
+from sglang_duet.runtime import patches
 
 logger = logging.getLogger(__name__)
 
 
-def max_safe_lookahead(sched: Any, batch: Any, k: int) -> tuple[int, str]:
-    """The look-ahead this batch can take (1 disables it) and why it was limited."""
-    if k <= 1:
-        return 1, "k=1"
+# Decode attention backends whose per-step plan writes a host buffer that the previous step's
+# asynchronous copy may still read: SGLang's FlashInfer backend plans each decode step into one
+# pinned host buffer per wrapper (`call_begin_forward`), so look-ahead would overwrite a step's
+# indices while its copy is queued (wrong tokens or an illegal access). FA3 and triton replay
+# with device-to-device copies only.
+HOST_PLANNED_BACKENDS = ("flashinfer",)
+
+
+class Lookahead(NamedTuple):
+    """Decode steps a spatial iteration runs, and why fewer than the plan's ("" = not limited).
+
+    `reason` is a short key (a metrics label); the log line spells it out."""
+
+    steps: int
+    reason: str = ""
+
+
+def decode_attention_backend(server_args: Any) -> str:
+    """The attention backend SGLang's decode forward uses (its decode override, else the one)."""
+    return str(
+        getattr(server_args, "decode_attention_backend", None)
+        or getattr(server_args, "attention_backend", None)
+        or ""
+    )
+
+
+def max_safe_lookahead(
+    sched: Any, batch: Any, k: int, pending_tokens: int = 0, step0_allocated: bool = True
+) -> Lookahead:
+    """The look-ahead this batch can take (1 disables it) and why it was limited.
+
+    The scheduler asks when it decides the plan (so that TP rank 0's answer travels with the
+    plan), i.e. before the plan's prefill (`pending_tokens` KV slots) and the decode's step 0
+    (`step0_allocated=False`) have taken their slots from the pool.
+    """
+    reqs = [r for r in batch.reqs if not r.finished()]
+    if k <= 1 or not reqs:
+        return Lookahead(1)
+    if decode_attention_backend(sched.server_args) in HOST_PLANNED_BACKENDS:
+        return Lookahead(1, "flashinfer")
     if sched.page_size != 1:
-        return 1, "page_size > 1"
+        return Lookahead(1, "page_size")
     if not batch.spec_algorithm.is_none():
-        return 1, "speculative decoding"
+        return Lookahead(1, "speculative")
     if batch.return_logprob or batch.return_hidden_states:
-        return 1, "logprobs/hidden states need per-step processing"
+        return Lookahead(1, "logprobs")
     if batch.sampling_info.penalizer_orchestrator.is_required:
-        return 1, "sampling penalties need per-step output counts"
-    for req in batch.reqs:
+        return Lookahead(1, "penalties")
+    for req in reqs:
         if req.grammar is not None or getattr(req, "return_sampling_mask", False):
-            return 1, "constrained decoding needs per-step processing"
+            return Lookahead(1, "constrained")
     # Never take more steps than any request can still use (each extra step is a token).
-    room = min(r.sampling_params.max_new_tokens - len(r.output_ids) for r in batch.reqs)
+    room = min(r.sampling_params.max_new_tokens - len(r.output_ids) for r in reqs)
     k = max(1, min(k, room))
-    free = sched.token_to_kv_pool_allocator.available_size()
-    fit = free // max(1, len(batch.reqs)) + 1  # step 0's slots are already allocated
+    free = sched.token_to_kv_pool_allocator.available_size() - pending_tokens
+    fit = max(0, free) // len(reqs) + (1 if step0_allocated else 0)
     if fit < k:
-        return max(1, fit), "KV pool nearly full"
-    return k, ""
+        return Lookahead(max(1, fit), "kv_pool")
+    return Lookahead(k)
+
+
+REASONS = {
+    "flashinfer": "FlashInfer decode plans reuse one pinned host buffer per step",
+    "page_size": "page_size > 1",
+    "speculative": "speculative decoding",
+    "logprobs": "logprobs/hidden states need per-step processing",
+    "penalties": "sampling penalties need per-step output counts",
+    "constrained": "constrained decoding needs per-step processing",
+    "kv_pool": "KV pool nearly full",
+}
 
 
 @dataclass
@@ -75,12 +123,8 @@ def process(sched: Any, la: LookaheadLaunch) -> int:
         pool[r.req_pool_idx, b : f].to(torch.int64).clone()
         for r, b, f in zip(batch.reqs, la.base_committed, final, strict=True)
     ]
-    normal = sched.batch_result_processor
     discarded = 0
-    try:
-        # SGLang's processor skips requests that already finished only in overlap mode; that
-        # guard is what look-ahead needs for the steps after a request's last one.
-        sched.batch_result_processor = _skipping_processor(normal)
+    with patches.results_skip_finished(sched):
         for step, result in enumerate(la.results):
             live = []
             for i, req in enumerate(batch.reqs):
@@ -101,17 +145,5 @@ def process(sched: Any, la: LookaheadLaunch) -> int:
                 else:
                     req.kv_committed_len = final[i]
                     req.kv.kv_allocated_len = final[i]
-    finally:
-        sched.batch_result_processor = normal
     return discarded
 
-
-_SKIPPING: dict[int, Any] = {}
-
-
-def _skipping_processor(normal: Any) -> Any:
-    key = id(normal)
-    if key not in _SKIPPING:
-        _SKIPPING.clear()
-        _SKIPPING[key] = dataclasses.replace(normal, enable_overlap=True)
-    return _SKIPPING[key]

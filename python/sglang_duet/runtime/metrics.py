@@ -17,7 +17,9 @@ class DuetMetrics:
 
     Exported names (all prefixed ``sglang_duet:``): iterations_total{mode}, decode_sms, lookahead,
     predicted_iteration_seconds / measured_iteration_seconds (histograms, by mode),
-    predicted_tbt_slo_misses_total, lookahead_tokens_discarded_total.
+    predicted_tbt_slo_misses_total, lookahead_tokens_discarded_total,
+    lookahead_limited_total{reason} (spatial iterations that ran fewer look-ahead steps than
+    planned, by `lookahead.REASONS` key, e.g. flashinfer).
     """
 
     def __init__(self, enabled: bool, labels: dict[str, str], plan_log: str | None = None):
@@ -25,6 +27,7 @@ class DuetMetrics:
         self.spatial_decode_steps = 0
         self.discarded = 0
         self.slo_misses = 0
+        self.lookahead_limited: PyCounter[str] = PyCounter()
         self.last_mode: str | None = None
         self._prom = _Prometheus(labels) if enabled else None
         self._plan_log = None
@@ -33,18 +36,21 @@ class DuetMetrics:
             self._plan_log = open(path, "w", buffering=1)  # noqa: SIM115 - lives with the process
 
     def record(self, plan: BatchPlan, measured_s: float, tbt_slo_s: float, discarded: int,
-               rank: int, decode_steps: int = 0) -> None:
+               rank: int, decode_steps: int = 0, limited: str = "") -> None:
+        """`limited`: why the spatial decode ran fewer look-ahead steps than planned, or ""."""
         self.counts[plan.mode] += 1
+        if limited:
+            self.lookahead_limited[limited] += 1
         self.discarded += discarded
         if plan.mode == "spatial":
             self.spatial_decode_steps += decode_steps
         if self._plan_log is not None:
-            row = {**plan.to_dict(), "measured_s": measured_s, "decode_steps": decode_steps}
-            self._plan_log.write(json.dumps(row, sort_keys=True) + "\n")
+            self._plan_log.write(json.dumps(plan_log_line(plan, measured_s, decode_steps, limited),
+                                            sort_keys=True) + "\n")
         miss = plan.mode != "idle" and plan.predicted_tbt_s > tbt_slo_s and bool(plan.decode_rids)
         self.slo_misses += miss
         if self._prom is not None:
-            self._prom.record(plan, measured_s, miss, discarded, decode_steps)
+            self._prom.record(plan, measured_s, miss, discarded, decode_steps, limited)
         if plan.mode != self.last_mode:
             self.last_mode = plan.mode
             logger.info(
@@ -65,6 +71,14 @@ class DuetMetrics:
                     sort_keys=True,
                 ),
             )
+
+
+def plan_log_line(plan: BatchPlan, measured_s: float, decode_steps: int, limited: str) -> dict:
+    """One plan-log record: the plan as executed plus what was measured, so predicted and
+    measured iteration times can be compared offline (`measured_s` is the host wall time of
+    the iteration, seconds; `decode_steps` the look-ahead steps the spatial decode ran)."""
+    return {**plan.to_dict(), "measured_s": measured_s, "decode_steps": decode_steps,
+            "lookahead_limited": limited}
 
 
 class _Prometheus:
@@ -90,11 +104,15 @@ class _Prometheus:
                             names)
         self.steps = Counter(p + "spatial_decode_steps", "Decode steps run by spatial plans",
                              names)
+        self.limited = Counter(p + "lookahead_limited", "Spatial iterations with fewer "
+                               "look-ahead steps than planned, by reason", names + ["reason"])
 
     def record(self, plan: BatchPlan, measured_s: float, miss: bool, discarded: int,
-               decode_steps: int) -> None:
+               decode_steps: int, limited: str = "") -> None:
         lab: dict[str, Any] = self.labels
         self.iters.labels(**lab, mode=plan.mode).inc()
+        if limited:
+            self.limited.labels(**lab, reason=limited).inc()
         if plan.mode == "idle":
             return
         if plan.mode == "spatial":

@@ -13,7 +13,10 @@ time on two streams, so they must share no state that a forward writes:
   (captured on the whole device).
 * streams: partition streams are non-blocking, so each phase's stream first waits for the
   scheduler's stream (where the batches were prepared), and the scheduler's stream waits for a
-  phase's stream before that phase's results are read (`join`).
+  phase's stream before that phase's results are read (`join`). The join records an event of
+  the primary context on a green context's stream; where the driver refuses that (the
+  `cuEventRecord` docs ask for one context), the join falls back to a host sync of the phase's
+  stream, found once at start-up (`probe_join`) and logged.
 
 The same swaps run on the CPU, one phase after the other on one device, so the CPU tests check
 that outputs are unchanged when the phases run with their own state.
@@ -23,44 +26,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sglang_duet.runtime import decode_graphs
+from sglang_duet.runtime import decode_graphs, patches
+from sglang_duet.runtime.patches import swapped
 
 logger = logging.getLogger(__name__)
-
-
-@contextlib.contextmanager
-def swapped(obj: Any, **attrs: Any) -> Iterator[None]:
-    """Sets attributes of `obj` for the duration of the block and restores them afterwards."""
-    saved = {name: getattr(obj, name) for name in attrs}
-    for name, value in attrs.items():
-        setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(obj, name, value)
-
-
-@contextlib.contextmanager
-def _no_input_copy() -> Iterator[None]:
-    """SGLang's eager runner reads this switch per forward (from the environment); its own
-    `override` does not restore it when the block raises, hence the try/finally here."""
-    from sglang.srt.environ import envs
-
-    switch = envs.SGLANG_EAGER_INPUT_NO_COPY
-    saved = os.environ.get(switch.name)
-    switch.set(True)
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop(switch.name, None)
-        else:
-            os.environ[switch.name] = saved
 
 
 class PhaseRunners:
@@ -87,6 +59,7 @@ class PhaseRunners:
         self.graphs = graphs or {}
         self.graph_backends = graph_backends or {}
         self.partitions = partitions
+        self.host_join = False  # True: joins sync on the host (events refused across contexts)
 
     @classmethod
     def build(
@@ -100,8 +73,10 @@ class PhaseRunners:
             if graph_sizes
             else ({}, {})
         )
-        return cls(model_runner, decode_backend, prefill_backend, graphs, graph_backends,
-                   partitions)
+        runners = cls(model_runner, decode_backend, prefill_backend, graphs, graph_backends,
+                      partitions)
+        runners.probe_join()
+        return runners
 
     def _stream(self, sms_decode: int, side: int) -> Any:
         if self.partitions is None:
@@ -128,7 +103,7 @@ class PhaseRunners:
         with (
             swapped(self.model_runner, attn_backend=self.prefill_backend,
                     prefill_cuda_graph_runner=None),
-            _no_input_copy(),
+            patches.no_input_copy(),
             _on(self._stream(sms_decode, 1)),
         ):
             yield
@@ -136,10 +111,36 @@ class PhaseRunners:
     def join(self, sms_decode: int, side: int) -> None:
         """The current stream waits for the decode (side 0) or prefill (side 1) stream's work."""
         stream = self._stream(sms_decode, side)
-        if stream is not None:
-            import torch
+        if stream is None:
+            return
+        if not self.host_join:
+            try:
+                _current_stream().wait_stream(stream)
+                return
+            except RuntimeError as exc:
+                self._fall_back_to_host_join(exc)
+        stream.synchronize()
 
-            torch.cuda.current_stream().wait_stream(stream)
+    def probe_join(self) -> None:
+        """Joins each side of one split once, so a driver that refuses cross-context events
+        switches the joins to host syncs at start-up rather than in the first spatial step."""
+        sizes = getattr(self.partitions, "decode_sizes", ())
+        if sizes:
+            for side in (0, 1):
+                self.join(sizes[0], side)
+
+    def _fall_back_to_host_join(self, exc: Exception) -> None:
+        self.host_join = True
+        logger.warning(
+            "duet: a primary-context event cannot be recorded on a partition stream (%s); "
+            "phases join by a host sync of their stream", exc,
+        )
+
+
+def _current_stream() -> Any:
+    import torch
+
+    return torch.cuda.current_stream()
 
 
 @contextlib.contextmanager
@@ -150,6 +151,6 @@ def _on(stream: Any) -> Iterator[None]:
         return
     import torch
 
-    stream.wait_stream(torch.cuda.current_stream())
+    stream.wait_stream(_current_stream())
     with torch.cuda.stream(stream):
         yield

@@ -9,29 +9,30 @@ def run_duet_scheduler_process(duet_args: dict[str, Any], *args: Any, **kwargs: 
     """Runs in the spawned scheduler child (one per TP rank and DP replica).
 
     `duet_args` is DuetArgs.to_dict(); bound with functools.partial by the launcher so that it
-    travels to the child with the rest of the process arguments.
+    travels to the child with the rest of the process arguments. Everything that must happen
+    before SGLang builds the model runner happens here: the CPU patches, the prefill TP
+    communicator, and the memory the partition phases need kept out of the KV cache.
     """
-    from sglang_duet.cpu import patch_rope_for_cpu, patch_tp_groups_for_cpu
+    from sglang_duet.runtime import patches
 
-    patch_rope_for_cpu()
-    patch_tp_groups_for_cpu()
+    patches.patch_rope_for_cpu()
+    patches.patch_tp_groups_for_cpu()
 
     import sglang.srt.managers.scheduler as sched_mod
-
-    from sglang_duet.args import DuetArgs
-    from sglang_duet.runtime import scheduler as duet_sched
-
-    duet = DuetArgs(**duet_args)
-    duet_sched.DUET_ARGS = duet
-    server_args = args[0] if args else kwargs["server_args"]
     import torch
 
-    if torch.cuda.is_available() and server_args.tp_size > 1 and (
-        duet.partition_backend != "none"
-    ):
-        from sglang_duet.runtime.tp_groups import request_prefill_tp_group
+    from sglang_duet.args import DuetArgs
+    from sglang_duet.runtime.scheduler import DuetScheduler
 
-        request_prefill_tp_group()
-    # run_scheduler_process looks the class up as a module global at call time.
-    sched_mod.Scheduler = duet_sched.DuetScheduler
+    duet = DuetArgs(**duet_args)
+    server_args = args[0] if args else kwargs["server_args"]
+    if torch.cuda.is_available() and duet.partition_backend != "none":
+        from sglang_duet.runtime.decode_graphs import reserve_for_partitions
+
+        gpu_id = args[2] if len(args) > 2 else kwargs.get("gpu_id", 0)
+        total = torch.cuda.get_device_properties(gpu_id).total_memory
+        reserve_for_partitions(server_args, duet, total)
+        if server_args.tp_size > 1:
+            patches.request_prefill_tp_group()
+    patches.use_scheduler_class(DuetScheduler.configured(duet))
     sched_mod.run_scheduler_process(*args, **kwargs)

@@ -12,21 +12,25 @@ machinery runs it:
   on the partition); both results are processed after both are launched. With no partition
   backend (CPU) the two run one after the other on the same device;
 * ``decode_only`` -> SGLang's decode step; prefill waits.
+
+The plan's path is explicit: `_decide` returns a `Decision` (the plan and its look-ahead, the
+same on every TP rank), `_next_step` returns it with the batch SGLang formed for it, and the
+loop hands it to the step that executes it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import NamedTuple
 
-import torch
 from sglang.srt.managers.schedule_batch import ScheduleBatch
 from sglang.srt.managers.scheduler import Scheduler
 from sglang.srt.utils.common import DynamicGradMode
 
 from sglang_duet.args import DuetArgs
 from sglang_duet.policy import BatchPlan
-from sglang_duet.runtime import bridge, lookahead, tp_groups
+from sglang_duet.runtime import bridge, lookahead, patches, tp_groups
 from sglang_duet.runtime.components import build_components
 from sglang_duet.runtime.metrics import DuetMetrics
 from sglang_duet.runtime.phases import PhaseRunners
@@ -38,13 +42,43 @@ except ImportError:  # pragma: no cover
 
 logger = logging.getLogger(__name__)
 
-DUET_ARGS: DuetArgs = DuetArgs()  # set by run_duet_scheduler_process before construction
+
+class Decision(NamedTuple):
+    """One iteration's plan and the decode steps its spatial decode runs (TP rank 0's)."""
+
+    plan: BatchPlan
+    lookahead: lookahead.Lookahead
+
+
+class Step(NamedTuple):
+    """What `_next_step` returns: SGLang's batch to run (None: idle) and the decision."""
+
+    batch: ScheduleBatch | None
+    decision: Decision | None
+
+
+class SpatialRun(NamedTuple):
+    """What `_step_spatial` measured: one decode step's and the prefill's seconds (None when
+    the phases overlapped on partition streams), surplus tokens dropped, decode steps run."""
+
+    decode_s: float | None
+    prefill_s: float | None
+    discarded: int
+    steps: int
 
 
 class DuetScheduler(Scheduler):
+    """Built through `DuetScheduler.configured(duet_args)` (SGLang constructs the class)."""
+
+    duet_args: DuetArgs = DuetArgs()
+
+    @classmethod
+    def configured(cls, duet_args: DuetArgs) -> type[DuetScheduler]:
+        """A subclass bound to `duet_args`, for SGLang's run_scheduler_process to construct."""
+        return type(cls.__name__, (cls,), {"duet_args": duet_args, "__module__": cls.__module__})
+
     def __init__(self, server_args, port_args, gpu_id: int, *args, **kwargs):
         super().__init__(server_args, port_args, gpu_id, *args, **kwargs)
-        self.duet_args = DUET_ARGS
         sa = self.server_args
         budget = self.chunked_prefill_size
         if budget is None or budget <= 0:
@@ -52,20 +86,31 @@ class DuetScheduler(Scheduler):
         runner = self.model_worker.model_runner
         parts = build_components(
             self.duet_args,
-            model_path=sa.model_path,
+            hf_config=runner.model_config.hf_config,
             tp_size=sa.tp_size,
             device=self.device,
             gpu_id=gpu_id,
             token_budget=budget,
             cuda_graphs=runner.decode_cuda_graph_runner is not None,
         )
+        if self.ps.tp_size > 1:  # before any capture: a lone fallback must not hang a barrier
+            per_rank = tp_groups.gather((parts.backend_name, parts.graph_sizes), self.tp_cpu_group)
+            tp_groups.require_same(per_rank, "the partition backend and decode graph sizes")
         self.duet_policy = parts.policy
         self.duet_partitions = parts.partitions
         self.duet_phases = PhaseRunners.build(runner, parts.partitions, parts.graph_sizes)
+        self.duet_own_prefill_group = (
+            parts.partitions is not None and patches.has_prefill_tp_group()
+        )
+        if self.duet_own_prefill_group:
+            tp_groups.warm_up_prefill_group(self.device)
         labels = {"tp_rank": str(self.ps.tp_rank), "dp_rank": str(self.ps.dp_rank or 0)}
         self.duet_metrics = DuetMetrics(bool(sa.enable_metrics), labels, self.duet_args.plan_log)
-        self.duet_plan: BatchPlan | None = None
         self._duet_knobs = (self.is_mixed_chunk, self.chunked_prefill_size, self.max_prefill_tokens)
+        backend = lookahead.decode_attention_backend(sa)
+        if backend in lookahead.HOST_PLANNED_BACKENDS and self.duet_args.max_lookahead > 1:
+            logger.warning("duet: look-ahead forced to 1 with --attention-backend %s (%s)",
+                           backend, lookahead.REASONS["flashinfer"])
         logger.info(
             "DuetScheduler: mode=%s tbt_slo=%.1fms budget=%d hardware=%s backend=%s menu=%s",
             self.duet_args.mode, self.duet_args.tbt_slo_ms, budget, parts.hardware.name,
@@ -74,67 +119,74 @@ class DuetScheduler(Scheduler):
 
     # ---- planning -------------------------------------------------------------------------
 
-    def _decide(self, running: ScheduleBatch) -> BatchPlan:
+    def _decide(self, running: ScheduleBatch) -> Decision:
+        """The policy's plan for this iteration and its look-ahead, decided on TP rank 0 and
+        broadcast together, so that every rank runs the same plan and the same steps."""
         decodes, waiting = bridge.policy_inputs(running.reqs, self.waiting_queue, self.chunked_req)
         plan = self.duet_policy.plan(decodes, waiting)
-        if self.ps.tp_size > 1:
-            # Every rank must run the same plan; rank 0's online correction decides.
-            box = [plan]
-            torch.distributed.broadcast_object_list(
-                box, src=self.tp_group.first_rank, group=self.tp_cpu_group
+        steps = lookahead.Lookahead(1)
+        if plan.mode == "spatial":
+            steps = lookahead.max_safe_lookahead(
+                self, running, plan.lookahead, plan.num_prefill_tokens, step0_allocated=False
             )
-            plan = box[0]
-        return plan
+        decision = Decision(plan, steps)
+        if self.ps.tp_size > 1:
+            decision = tp_groups.broadcast_from_first(
+                decision, self.tp_cpu_group, self.tp_group.first_rank
+            )
+        return decision
 
-    def get_new_batch_prefill(self, running_batch: ScheduleBatch) -> NextBatchPlan:
-        """Called by get_next_batch_to_run once per iteration: plan, then let SGLang's prefill
-        adder form the plan's prefill with its budget set to exactly the plan's tokens."""
-        if self.waiting_queue:
-            self.policy.calc_priority(self.waiting_queue, running_batch)
-        plan = self._decide(running_batch)
-        self.duet_plan = plan
+    def _form_prefill(self, running: ScheduleBatch, plan: BatchPlan) -> NextBatchPlan:
+        """SGLang's prefill adder forms the plan's prefill, its budget set to exactly the plan's
+        tokens (mixed with the running decodes for `aggregated`)."""
         tokens = plan.num_prefill_tokens
         if plan.mode in ("decode_only", "idle") or tokens == 0:
-            return NextBatchPlan(batch_to_run=None, running_batch=running_batch)
+            return NextBatchPlan(batch_to_run=None, running_batch=running)
         mixed = plan.mode == "aggregated" and bool(plan.decode_rids)
-        budget = tokens + (len(running_batch.reqs) if mixed else 0)
+        budget = tokens + (len(running.reqs) if mixed else 0)
         self.is_mixed_chunk = mixed
         self.chunked_prefill_size = budget
         self.max_prefill_tokens = budget
-        # The queue was prioritised (and prefix-matched) above for the plan; SGLang's adder
-        # would do it again for the same queue, so skip that second pass this iteration.
-        self.policy.calc_priority = _already_prioritised
         try:
-            return super().get_new_batch_prefill(running_batch)
+            with patches.priority_already_computed(self.policy):
+                return Scheduler.get_new_batch_prefill(self, running)
         finally:
-            del self.policy.calc_priority
             self.is_mixed_chunk, self.chunked_prefill_size, self.max_prefill_tokens = (
                 self._duet_knobs
             )
 
+    def _next_step(self) -> Step:
+        """SGLang's get_next_batch_to_run, with its prefill step replaced by plan-then-form:
+        SGLang merges the last prefill into the running batch first, then asks for a prefill."""
+        decisions: list[Decision] = []
+
+        def plan_then_form(running: ScheduleBatch) -> NextBatchPlan:
+            if self.waiting_queue:
+                self.policy.calc_priority(self.waiting_queue, running)
+            decisions.append(self._decide(running))
+            return self._form_prefill(running, decisions[-1].plan)
+
+        with patches.swapped(self, get_new_batch_prefill=plan_then_form):
+            nb = self.get_next_batch_to_run(self.running_batch, self.last_batch)
+        self.running_batch = nb.running_batch
+        return Step(nb.batch_to_run, decisions[-1] if decisions else None)
+
     # ---- execution ------------------------------------------------------------------------
 
-    def _step_spatial(
-        self, prefill: ScheduleBatch, plan: BatchPlan
-    ) -> tuple[float | None, float | None, int, int]:
-        """Decode (k look-ahead steps) and prefill, launched in that order, then processed.
-        Returns (decode step s, prefill s, surplus tokens discarded, decode steps run); the
-        phase times are None when the phases ran at the same time (partition streams)."""
+    def _step_spatial(self, prefill: ScheduleBatch, decision: Decision) -> SpatialRun:
+        """Decode (k look-ahead steps) and prefill, launched in that order, then processed."""
         decode = self.update_running_batch(self.running_batch)
         self.running_batch = decode
-        phases, s_d = self.duet_phases, plan.sms_decode
+        phases, s_d = self.duet_phases, decision.plan.sms_decode
         if decode is None or decode.is_empty():  # nothing to overlap: whole device, SGLang's way
             self.process_batch_result(prefill, self.run_batch(prefill))
-            return None, None, 0, 0
-        k, why = lookahead.max_safe_lookahead(self, decode, plan.lookahead)
-        if why and k < plan.lookahead:
-            logger.debug("duet: look-ahead %d -> %d (%s)", plan.lookahead, k, why)
+            return SpatialRun(None, None, 0, 0)
+        k = decision.lookahead.steps
         t0 = time.perf_counter()
         with phases.decode(s_d):
             launched = lookahead.launch(self, decode, k)
         t1 = time.perf_counter()
-        own_group = phases.partitions is not None and tp_groups.has_prefill_tp_group()
-        with phases.prefill(s_d), tp_groups.prefill_tp_group(own_group):
+        with phases.prefill(s_d), patches.prefill_tp_group(self.duet_own_prefill_group):
             result_p = self.run_batch(prefill)
         t2 = time.perf_counter()
         phases.join(s_d, 0)  # decode results first: they need not wait for the prefill
@@ -144,57 +196,54 @@ class DuetScheduler(Scheduler):
         self.process_batch_result(prefill, result_p)
         t4 = time.perf_counter()
         if phases.partitions is not None:
-            return None, None, discarded, k  # overlapped: the policy attributes the total
+            return SpatialRun(None, None, discarded, k)  # overlapped: the policy gets the total
         # Sequential execution (no partitions) lets each phase be timed on its own.
-        return (t1 - t0 + t3 - t2) / k, t2 - t1 + t4 - t3, discarded, k
+        return SpatialRun((t1 - t0 + t3 - t2) / k, t2 - t1 + t4 - t3, discarded, k)
+
+    def _feedback(self, batch: ScheduleBatch, decision: Decision, run: SpatialRun,
+                  measured_s: float) -> None:
+        """Online correction and metrics for the iteration as it really ran."""
+        plan = decision.plan
+        if batch.forward_mode.is_decode() and plan.mode != "decode_only":
+            plan = as_decode_only(plan)  # executed differently: no feedback
+        elif plan.mode == "spatial" and run.steps == 0:
+            pass  # its decodes had all finished: a whole-device prefill, not the split
+        else:
+            self.duet_policy.observe(plan, measured_s, run.decode_s, run.prefill_s)
+        limited = decision.lookahead.reason if run.steps else ""
+        self.duet_metrics.record(plan, measured_s, self.duet_policy.tbt_slo_s, run.discarded,
+                                 self.ps.tp_rank, run.steps, limited)
 
     @DynamicGradMode()
     def event_loop_normal(self):
-        """SGLang's non-overlap loop shape, one BatchPlan per iteration."""
+        """SGLang's non-overlap loop shape, one Decision per iteration."""
         while not self.gracefully_exit:
             self.process_input_requests(self.request_receiver.recv_requests())
             if self._engine_paused:
                 continue
-            self.duet_plan = None
-            nb = self.get_next_batch_to_run(self.running_batch, self.last_batch)
-            self.running_batch = nb.running_batch
-            batch = nb.batch_to_run
+            batch, decision = self._next_step()
             self.cur_batch_for_debug = batch
-            plan = self.duet_plan
             if batch is None:
                 self.on_idle()
                 self.last_batch = None
                 continue
             t0 = time.perf_counter()
-            decode_s = prefill_s = None
-            discarded = steps = 0
-            if plan is not None and plan.mode == "spatial" and batch.forward_mode.is_extend():
-                decode_s, prefill_s, discarded, steps = self._step_spatial(batch, plan)
+            run = SpatialRun(None, None, 0, 0)
+            spatial = decision is not None and decision.plan.mode == "spatial"
+            if spatial and batch.forward_mode.is_extend():
+                run = self._step_spatial(batch, decision)
             else:
                 self.process_batch_result(batch, self.run_batch(batch))
-            measured = time.perf_counter() - t0
-            if plan is not None:
-                if batch.forward_mode.is_decode() and plan.mode != "decode_only":
-                    plan = _as_decode_only(plan)  # executed differently: no feedback
-                elif plan.mode == "spatial" and steps == 0:
-                    pass  # its decodes had all finished: a whole-device prefill, not the split
-                else:
-                    self.duet_policy.observe(plan, measured, decode_s, prefill_s)
-                self.duet_metrics.record(
-                    plan, measured, self.duet_policy.tbt_slo_s, discarded, self.ps.tp_rank, steps
-                )
+            if decision is not None:
+                self._feedback(batch, decision, run, time.perf_counter() - t0)
             self.last_batch = batch
 
 
-def _already_prioritised(*_args, **_kwargs) -> None:
-    """Stands in for SchedulePolicy.calc_priority inside the adder pass (see above)."""
-
-
-def _as_decode_only(plan: BatchPlan) -> BatchPlan:
+def as_decode_only(plan: BatchPlan) -> BatchPlan:
     """SGLang ran decode although the plan had prefill (the adder admitted nothing, e.g. the KV
     pool is full): account the iteration as the decode-only step it was."""
     total = max(plan.sms_decode, plan.sms_decode + plan.sms_prefill * (plan.mode == "spatial"))
-    return BatchPlan(
-        "decode_only", plan.decode_rids, (), total, 0, 1, plan.predicted_decode_s,
-        plan.predicted_decode_s, 0.0, plan.reason + "; prefill not admitted",
+    return BatchPlan.decode_only(
+        plan.decode_rids, total, plan.predicted_decode_s, plan.reason + "; prefill not admitted"
     )
+

@@ -17,6 +17,9 @@ class SimConfig:
     policy: str = _f("duet", "policy name (see --policy choices), or 'all'")
     model: str = _f("qwen3-8b", "built-in model name")
     hardware: str = _f("h100-sxm", "built-in GPU profile")
+    calibration: str = _f("published-h100", "latency-model calibration: a name (published-h100: "
+                          "fitted to published H100/H200 measurements; default: the priors) or "
+                          "a JSON path")
     gpus: int = _f(2, "GPUs in the cluster")
     tp: int = _f(1, "tensor-parallel degree of one replica")
     qps: float | None = _f(None, "Poisson arrival rate (req/s); default: the trace's timestamps")
@@ -27,7 +30,7 @@ class SimConfig:
     token_budget: int = _f(8192, "chunked-prefill token budget")
     max_lookahead: int = _f(4, "duet: most look-ahead decode steps per spatial iteration (K)")
     duet_mode: str = _f("adaptive", "duet policy mode: adaptive, aggregated or spatial")
-    router: str = _f("round-robin", "round-robin or least-tokens")
+    router: str = _f("round-robin", "request router across replicas (sglang_duet.router)")
     mem_fraction: float = _f(0.88, "share of GPU memory for weights + KV (SGLang's static)")
     activation_reserve_gb: float = _f(2.0, "GPU memory kept for activations (GB)")
 
@@ -45,8 +48,10 @@ class SimConfig:
             raise ValueError("SLOs must be > 0")
         if self.token_budget < 1 or self.max_lookahead < 1:
             raise ValueError("--token-budget and --max-lookahead must be >= 1")
-        if self.router not in ("round-robin", "least-tokens"):
-            raise ValueError(f"unknown router {self.router!r}; choices: round-robin, least-tokens")
+        from sglang_duet.router import ROUTERS
+
+        if self.router not in ROUTERS:
+            raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sglang_duet.latency import LatencyModel, get_hardware, get_model
+from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_model
 from sglang_duet.policy import SmMenu
 
 from .arrivals import Workload
@@ -32,7 +32,7 @@ from .kvcache import KvCache, KvSizing, pages_for, size_kv_cache
 from .policies import PlanContext, PolicySpec, get_policy
 from .replica import Flavor, Replica
 from .request import Request
-from .router import make_router
+from .router import SimRouter
 
 __all__ = ["SimResult", "Simulation", "simulate"]
 
@@ -75,7 +75,7 @@ class Simulation:
         self.model = model
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9))
-        self.latency = LatencyModel(hw, model)
+        self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration))
         ctx = PlanContext(self.latency, SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc),
                           cfg.tbt_slo_ms / 1e3, cfg.token_budget, cfg.max_lookahead,
                           cfg.duet_mode)
@@ -96,7 +96,8 @@ class Simulation:
             self.replicas = [replica(i) for i in range(cfg.gpus // cfg.tp)]
             self.entry = self.replicas
         self.disagg = disagg
-        self.router = make_router(cfg.router)
+        self.router = SimRouter(cfg.router, len(self.entry), self.latency, cfg.tbt_slo_ms / 1e3,
+                                cfg.token_budget)
         self._heap: list[tuple[float, int, int, object]] = []
         self._seq = 0
         self._end_at = [INF] * len(self.replicas)
@@ -228,7 +229,7 @@ class Simulation:
                 if pages_for(r.prompt_len + r.output_len) > cap_entry:
                     r.rejected = True
                     continue
-                rep = self.router.pick(self.entry)
+                rep = self.router.pick(self.entry, r, ta)
                 self._own_ptr[rep.idx] += 1
                 rep.enqueue(r)
                 self._kick(rep, ta)

@@ -5,7 +5,9 @@
 * ``spatial``: ``predict_concurrent`` of the decode batch on ``sms_decode`` SMs and the prefill
   batch on ``sms_prefill``; decode step j (1..k) ends at ``j * t_d``; the iteration ends at
   ``max(k * t_d, t_p)``. With ``free_running=True`` (SGLang PD-multiplexing, whose decode stream
-  keeps looping while a prefill runs) k is instead ``max(1, round(t_p / t_d))``.
+  keeps looping while a prefill runs) k is instead ``max(1, round(t_p / t_d))``, and each of
+  its decode steps is CPU-scheduled: it pays a scheduled pass's host time, where duet's look-ahead
+  steps are graph replays launched back to back (``LatencyModel.predict_concurrent``).
 
 When the planner predicted a plan with this very LatencyModel and none of its correction factors
 has moved from 1 (always so in the simulator, where measured time == raw prediction), its
@@ -83,6 +85,10 @@ class Executor:
             t_d, t_p = bd.total_s, bp.total_s
             k = plan.lookahead
             if self.free_running:
+                # each pdmux decode step goes through the CPU scheduler (sample, sync, schedule)
+                # instead of duet's back-to-back graph replays: it pays the scheduled pass's
+                # host time on top of the look-ahead step's (`reference.host_seconds`)
+                t_d += lat.host_seconds(True, "scheduled") - lat.host_seconds(True, "lookahead")
                 k = max(1, round(t_p / t_d)) if t_d > 0 else 1
             return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
                                    t_d, t_p)

@@ -13,7 +13,7 @@ import pytest
 
 from benchmark.gpu import concurrent_check as cc
 from benchmark.gpu import concurrent_model as cm
-from sglang_duet.latency import LatencyModel, get_hardware, get_model
+from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_model
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "benchmark/gpu/concurrent_check.py"
@@ -23,7 +23,8 @@ SCRIPT = ROOT / "benchmark/gpu/concurrent_check.py"
 def lms():
     full = get_model("qwen3-8b")
     hw = get_hardware("h200")
-    return LatencyModel(hw, cm.reduced_model(full, 4)), LatencyModel(hw, full)
+    cal = Calibration().without_host()  # kernels timed on streams: no serving loop
+    return LatencyModel(hw, cm.reduced_model(full, 4), cal), LatencyModel(hw, full, cal)
 
 
 @pytest.fixture(scope="module")

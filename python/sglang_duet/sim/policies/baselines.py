@@ -40,7 +40,7 @@ class ChunkedPolicy(_NoFeedback):
         if not rids and not chunks:
             return BatchPlan.idle()
         s = self.total_sms
-        return BatchPlan("aggregated", rids, chunks, s, s, 1, 0.0, 0.0, 0.0, "chunked prefill")
+        return BatchPlan.aggregated(rids, chunks, s, reason="chunked prefill")
 
 
 class PrefillFirstPolicy(_NoFeedback):
@@ -54,11 +54,11 @@ class PrefillFirstPolicy(_NoFeedback):
         s = self.total_sms
         if _has_prompt(waiting):
             chunks = form_prefill_chunks(waiting, self.token_budget)
-            return BatchPlan("aggregated", (), chunks, s, s, 1, 0.0, 0.0, 0.0, "prefill first")
+            return BatchPlan.aggregated((), chunks, s, reason="prefill first")
         if not decodes:
             return BatchPlan.idle()
         rids = tuple(r.rid for r in decodes)
-        return BatchPlan("decode_only", rids, (), s, 0, 1, 0.0, 0.0, 0.0, "no prompt waiting")
+        return BatchPlan.decode_only(rids, s, reason="no prompt waiting")
 
 
 # Decode share of the SMs by decode batch size, in eighths of the GPU (our static table in the
@@ -87,10 +87,10 @@ class PdmuxPolicy(_NoFeedback):
         if not _has_prompt(waiting):
             if not rids:
                 return BatchPlan.idle()
-            return BatchPlan("decode_only", rids, (), s, 0, 1, 0.0, 0.0, 0.0, "decode only")
+            return BatchPlan.decode_only(rids, s, reason="decode only")
         chunks = form_prefill_chunks(waiting, self.token_budget)
         if not rids:
-            return BatchPlan("aggregated", (), chunks, s, s, 1, 0.0, 0.0, 0.0, "prefill only")
+            return BatchPlan.aggregated((), chunks, s, reason="prefill only")
         sd = self.sms_for(len(rids))
-        return BatchPlan("spatial", rids, chunks, sd, s - sd, 1, 0.0, 0.0, 0.0,
-                         f"static split for {len(rids)} decodes")
+        return BatchPlan.spatial(rids, chunks, sd, s - sd,
+                                 reason=f"static split for {len(rids)} decodes")

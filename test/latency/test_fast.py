@@ -1,4 +1,5 @@
-"""The vectorised paths (one numpy pass over many SM counts) equal the scalar ones bit for bit."""
+"""The fast path (fast.py) equals the reference (reference.py), and the vectorised menu scoring
+equals the scalar prediction bit for bit."""
 
 from __future__ import annotations
 
@@ -71,8 +72,8 @@ def test_concurrent_totals_equal_predict_concurrent(make_lm, ctx, pre, model, hw
     for i, (a, b) in enumerate(zip(sd, sp, strict=True)):
         d, p = lm.predict_concurrent(dec, pb, a, b)
         assert (t_d[i], t_p[i]) == (d.total_s, p.total_s)
-        assert tab.decode_alone_s[i] == lm.predict(dec, a).total_s
-        assert tab.prefill_alone_s[i] == lm.predict(pb, b).total_s
+        assert tab.decode_alone_s[i] == lm.predict(dec, a, host="lookahead").total_s
+        assert tab.prefill_alone_s[i] == lm.predict(pb, b, host="spatial").total_s
 
 
 @SETTINGS
@@ -150,7 +151,7 @@ def test_reduction_order_matches_the_scalar_loop():
     rng = np.random.default_rng(0)
     for width in (1, 2, 3, 7, 8, 9, 64, 65, 130):
         m = rng.random((11, width)) * 10.0 ** rng.integers(-12, 12, (11, width))
-        from sglang_duet.latency.vector import _row_sum
+        from sglang_duet.latency.fast import row_sum as _row_sum
 
         acc = np.zeros(width)
         for row in m:
@@ -173,3 +174,67 @@ def test_rows_split_between_compute_and_memory(make_lm, dec_eff, pre_eff, ctx, p
         many = lm.predict_many(b, sms)
         for i, s in enumerate(sms):
             assert many.at(i) == lm.predict(b, s)
+
+
+# --- the fast path against the reference (reference.py: each operator written once) ---------
+REL = 1e-9  # the fast path sums exact integers before converting; the reference sums floats
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= REL * max(abs(a), abs(b), 1e-30)
+
+
+@SETTINGS
+@given(st.lists(rows, max_size=120), MODELS, HARDWARE, calibrations(),
+       st.one_of(st.none(), st.integers(1, 132)), st.sampled_from(["scheduled", "lookahead",
+                                                                   "spatial"]), st.data())
+def test_fast_predict_equals_reference(make_lm, reqs, model, hw, cal, sms, host, data):
+    lm = make_lm(model[0], hw, model[1], cal)
+    if sms is not None:
+        sms = min(sms, lm.hardware.num_sms)
+    sample = data.draw(st.lists(st.booleans(), min_size=len(reqs), max_size=len(reqs)))
+    b = _batch(reqs, sample if data.draw(st.booleans()) else None)
+    fast, ref = lm.predict(b, sms, host=host), lm.predict_reference(b, sms, host=host)
+    for field in ("total_s", "token_ops_s", "attention_s", "comm_s", "lm_head_s", "flops",
+                  "bytes", "host_s"):
+        assert _close(getattr(fast, field), getattr(ref, field)), field
+
+
+@SETTINGS
+@given(st.lists(rows, min_size=1, max_size=60), MODELS, st.one_of(st.none(), st.integers(1, 132)))
+def test_explain_rows_add_up_to_predict(make_lm, reqs, model, sms):
+    cal = Calibration(iteration_overhead_s=3e-4, launch_layer_s=5e-5, graph_replay_s=2e-5)
+    lm = make_lm(model[0], "h100-sxm", model[1], cal)
+    b = _batch(reqs)
+    total = sum(r["seconds"] for r in lm.explain(b, sms))
+    assert _close(total, lm.predict(b, sms).total_s)
+
+
+def test_package_has_no_import_cycle():
+    """Module-level relative imports inside sglang_duet.latency form no cycle."""
+    import ast
+    from pathlib import Path
+
+    import sglang_duet.latency as pkg
+
+    root = Path(pkg.__file__).parent
+    deps = {}
+    for f in root.glob("*.py"):
+        tree = ast.parse(f.read_text())
+        deps[f.stem] = {(n.module or "").split(".")[0] or a.name
+                        for n in tree.body if isinstance(n, ast.ImportFrom) and n.level == 1
+                        for a in n.names}
+    seen, stack = set(), set()
+
+    def visit(m):
+        assert m not in stack, f"import cycle through {m}"
+        if m in seen or m not in deps:
+            return
+        stack.add(m)
+        for d in deps[m]:
+            visit(d)
+        stack.remove(m)
+        seen.add(m)
+
+    for m in deps:
+        visit(m)

@@ -11,7 +11,7 @@ import pytest
 
 from sglang_duet.partition import PartitionMenu
 from sglang_duet.partition.green_ctx import GreenCtxBackend
-from sglang_duet.runtime import phases as phases_mod
+from sglang_duet.runtime import patches
 from sglang_duet.runtime.phases import PhaseRunners
 
 pytestmark = pytest.mark.gpu
@@ -32,7 +32,7 @@ def menu(kernel):
 @pytest.fixture
 def phases(menu, monkeypatch):
     # SGLang is not needed to check the streams: its input switch is a no-op here.
-    monkeypatch.setattr(phases_mod, "_no_input_copy", contextlib.nullcontext)
+    monkeypatch.setattr(patches, "no_input_copy", contextlib.nullcontext)
     runner = types.SimpleNamespace(
         attn_backend=None, decode_cuda_graph_runner=None, prefill_cuda_graph_runner=None
     )
@@ -68,3 +68,20 @@ def test_scheduler_stream_waits_for_a_phase_after_join(phases, menu):
     phases.join(s_d, 1)
     seen = out.clone()  # on the scheduler stream, after the join
     assert seen.min().item() == 5.0
+
+
+def test_join_probe_keeps_device_events_or_says_why(phases, menu):
+    """Whether this driver records primary-context events on green-context streams (the
+    joins stay on the device) or the runtime fell back to host syncs; both are correct, the
+    result says which one the GPU check saw."""
+    phases.probe_join()
+    import torch
+
+    s_d = menu.decode_sizes[0]
+    out = torch.zeros(1 << 20, device="cuda")
+    with phases.decode(s_d):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        out.fill_(7.0)
+    phases.join(s_d, 0)
+    assert out.clone().min().item() == 7.0
+    print(f"phases join: {'host sync' if phases.host_join else 'device events'}")

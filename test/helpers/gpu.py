@@ -1,4 +1,8 @@
-"""GPU-check helpers: the smid probe and an optional results sink for benchmark/gpu/check.sh."""
+"""GPU-test helpers: the smid probe and a results sink for benchmark/gpu/check.sh.
+
+The `gpu`-marked tests sit beside their package's tests (test/partition, test/runtime) and import
+the fixtures from here. Several modules share the results file, so each merges its keys in.
+"""
 
 from __future__ import annotations
 
@@ -18,12 +22,18 @@ def results():
     out = os.environ.get(RESULTS_ENV)
     if out and data:
         os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, "partition_smids.json"), "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
+        path = os.path.join(out, "partition_smids.json")
+        merged = {}
+        if os.path.exists(path):
+            with open(path) as f:
+                merged = json.load(f)
+        merged.update(data)
+        with open(path, "w") as f:
+            json.dump(merged, f, indent=1, sort_keys=True)
 
 
 @pytest.fixture(scope="session")
-def kernel():
+def smid_kernel():
     k = pytest.importorskip("sgl_duet_kernel", reason="sgl-duet-kernel is not installed")
     if not k.smid_available():
         pytest.skip("sgl_duet_kernel was built without the smid kernel (no nvcc)")

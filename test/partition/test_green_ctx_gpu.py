@@ -4,20 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.gpu import record_smids, smid_set
 from sglang_duet.partition import PartitionMenu
 from sglang_duet.partition.green_ctx import GreenCtxBackend
-
-from .conftest import record_smids, smid_set
 
 pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module")
-def green(kernel):
+def green(smid_kernel):
     ok, why = GreenCtxBackend().available(0)
     if not ok:
         pytest.skip(f"green-ctx unavailable: {why}")
-    return kernel
+    return smid_kernel
 
 
 def _sizes(k, total):

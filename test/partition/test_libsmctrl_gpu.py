@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from helpers.gpu import record_smids, smid_set
 from sglang_duet.partition.libsmctrl import LibsmctrlBackend
-
-from .conftest import record_smids, smid_set
 
 pytestmark = pytest.mark.gpu
 
 
-def test_masked_streams_are_disjoint(kernel, num_sms, results):
+def test_masked_streams_are_disjoint(smid_kernel, num_sms, results):
     import torch
 
     backend = LibsmctrlBackend()
@@ -22,10 +21,10 @@ def test_masked_streams_are_disjoint(kernel, num_sms, results):
     decode = num_sms // 4 // 2 * 2
     pair = backend.create_pair(0, decode, 16)
     try:
-        out_d = record_smids(kernel, pair.decode_stream, num_sms)
-        out_p = record_smids(kernel, pair.prefill_stream, num_sms)
-        kernel.stream_synchronize(pair.decode_stream)
-        kernel.stream_synchronize(pair.prefill_stream)
+        out_d = record_smids(smid_kernel, pair.decode_stream, num_sms)
+        out_p = record_smids(smid_kernel, pair.prefill_stream, num_sms)
+        smid_kernel.stream_synchronize(pair.decode_stream)
+        smid_kernel.stream_synchronize(pair.prefill_stream)
         torch.cuda.synchronize()
         sd, sp = smid_set(out_d), smid_set(out_p)
     finally:

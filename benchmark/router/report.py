@@ -1,0 +1,59 @@
+"""The markdown summary of the router results: capacity per router, the duet router's ratio to
+the best of SGLang's own methods (round-robin, total-requests, total-tokens), and the dispatch
+cost."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+__all__ = ["write_markdown"]
+
+SGLANG_METHODS = ("round-robin", "total-requests", "total-tokens")
+
+
+def _capacity_rows(data: dict) -> list[str]:
+    rows = []
+    for trace, by_router in data["traces"].items():
+        caps = {r: v["capacity_qps"] for r, v in by_router.items()}
+        sg = [caps[r] for r in SGLANG_METHODS if r in caps]
+        best = max(sg) if sg else None
+        ratio = f"{caps['duet'] / best:.3f}" if best and "duet" in caps else "-"
+        cells = " | ".join(f"{caps[r]:.3f}" if r in caps else "-" for r in _ORDER)
+        rows.append(f"| {data['setup']['name']} | {trace} | {cells} | {ratio} |")
+    return rows
+
+
+_ORDER = ("duet", "round-robin", "total-requests", "total-tokens", "least-tokens")
+
+
+def write_markdown(out_dir: str) -> str:
+    lines = ["# Router comparison (simulator)", "",
+             "Capacity: highest Poisson QPS at which >= 90% of the sampled requests meet both "
+             "their own P99 TBT <= 100 ms and TTFT <= 10 s; replicas run the duet policy. "
+             "`ratio` = duet / best of SGLang's methods (round-robin, total-requests, "
+             "total-tokens). Produced by `python -m benchmark.router`; the JSON files next to "
+             "this one hold every probe run and the stamp (commit, machine, command).", "",
+             "| setup | trace | " + " | ".join(_ORDER) + " | ratio |",
+             "|---|---|" + "---|" * (len(_ORDER) + 1)]
+    for path in sorted(glob.glob(os.path.join(out_dir, "capacity-*.json"))):
+        with open(path) as f:
+            data = json.load(f)
+        lines += _capacity_rows(data)
+    cost_path = os.path.join(out_dir, "dispatch_cost.json")
+    if os.path.exists(cost_path):
+        with open(cost_path) as f:
+            cost = json.load(f)
+        lines += ["", "## Dispatch cost (8 replicas x 256 running requests, this CPU)", "",
+                  "| router | decision median / p99 (us) | after a report round | "
+                  "stream at 200 req/s |", "|---|---|---|---|"]
+        for r in cost["results"]:
+            d, a, s = r["decision"], r["after_report"], r["stream"]
+            lines.append(f"| {r['router']} | {d['median_us']} / {d['p99_us']} | "
+                         f"{a['median_us']} / {a['p99_us']} | {s['median_us']} / {s['p99_us']} |")
+    text = "\n".join(lines) + "\n"
+    path = os.path.join(out_dir, "README.md")
+    with open(path, "w") as f:
+        f.write(text)
+    return path

@@ -1,0 +1,188 @@
+"""The latency model, written once: each operator's work in one iteration and its roofline time.
+
+An iteration of a batch runs, on one GPU, the operators of `ops.py` in every layer (token-level
+operators over all T new tokens, one attention per request), the TP all-reduces, the LM head
+over the sampling rows, and the host's work (`host.py`). Each compute operator takes
+
+    max(FLOPs / (compute(S) * eff_compute), bytes / (bandwidth(S) * eff_bw))      (`roofline_s`)
+
+with the efficiencies of its class (`Calibration`). Attention takes that max per request: a
+batch's rows may sit on both sides of the roofline. `predict` and `explain` below, and the
+calibration features (`features.py`), are all derived from `iteration_work`; `fast.py` evaluates
+the same sums rearranged for speed, and the property tests hold it to this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .batch import Batch
+from .breakdown import ZERO, Breakdown
+from .calibration import Calibration
+from .hardware import HardwareSpec
+from .model import ModelSpec
+from .ops import (
+    allreduce_link_bytes,
+    attention_coeffs,
+    layer_token_ops,
+    lm_head_ops,
+    logits_gather_link_bytes,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Work:
+    """One operator's work in one iteration, all layers: FLOPs and HBM bytes per instance (one
+    instance for a token-level operator, one per request for attention)."""
+
+    name: str
+    cls: str  # calibration class: gemm, elementwise, attn_decode, attn_prefill
+    count: int  # kernel launches (layers x requests for attention)
+    flops: np.ndarray
+    nbytes: np.ndarray
+    part: str  # Breakdown field it adds to: token_ops, attention, lm_head
+
+
+def roofline_s(flops, nbytes, compute: float, bandwidth: float):
+    """Seconds of work bound by compute (FLOP/s) or memory (B/s), whichever is slower."""
+    return np.maximum(flops / compute, nbytes / bandwidth)
+
+
+def iteration_work(m: ModelSpec, b: Batch) -> list[Work]:
+    """Every compute operator's work in one iteration of `b` (empty for an empty batch)."""
+    L, T, rows = m.num_layers, b.tokens, b.n_sample
+    if T == 0:
+        return []
+    one = np.ones(1)
+    out = [Work(op.name, op.cls, L, one * (L * op.flops(T)), one * (L * op.bytes(T)),
+                "token_ops") for op in layer_token_ops(m)]
+    a = attention_coeffs(m)
+    q, c = b.q.astype(np.float64), b.c.astype(np.float64)
+    for cls, mask in (("attn_decode", b.q == 1), ("attn_prefill", b.q > 1)):
+        if mask.any():
+            qm, cm = q[mask], c[mask]
+            attended = qm * cm + qm * (qm + 1.0) * 0.5  # new token j sees c + j + 1 keys
+            nbytes = a.bytes_per_q * qm + a.bytes_per_kv * (cm + qm)
+            out.append(Work(cls, cls, L * int(mask.sum()), L * a.flops_per_attended * attended,
+                            L * nbytes, "attention"))
+    if rows:
+        out += [Work(op.name, op.cls, 1, one * op.flops(rows), one * op.bytes(rows), "lm_head")
+                for op in lm_head_ops(m)]
+    return out
+
+
+def link_seconds(m: ModelSpec, hw: HardwareSpec, cal: Calibration, tokens: int, rows: int
+                 ) -> tuple[float, float]:
+    """(all-reduce seconds of one layer, logits-gather seconds); 0 without TP. Communication is
+    NVLink bound and does not depend on the SM count (NCCL's few SMs are ignored)."""
+    if m.tp == 1:
+        return 0.0, 0.0
+    per_byte = 1.0 / (hw.link_bw * cal.link)
+    comm = 2.0 * (allreduce_link_bytes(m, tokens) * per_byte + cal.allreduce_latency_s)
+    gather = 0.0
+    if rows:
+        gather = logits_gather_link_bytes(m, rows) * per_byte + cal.allreduce_latency_s
+    return comm, gather
+
+
+def op_seconds(w: Work, hw: HardwareSpec, cal: Calibration, sms: int | None) -> np.ndarray:
+    """Per instance, the roofline seconds of `w` on `sms` SMs."""
+    ec, eb = cal.efficiency(w.cls)
+    return roofline_s(w.flops, w.nbytes, hw.compute(sms) * ec, hw.bandwidth(sms) * eb)
+
+
+def predict(hw: HardwareSpec, m: ModelSpec, cal: Calibration, b: Batch, sms: int | None,
+            host_s: float) -> Breakdown:
+    """One iteration of `b` on `sms` SMs, `host_s` seconds of host overhead added."""
+    work = iteration_work(m, b)
+    if not work:
+        return ZERO
+    parts = {"token_ops": 0.0, "attention": 0.0, "lm_head": 0.0}
+    for w in work:
+        parts[w.part] += float(op_seconds(w, hw, cal, sms).sum())
+    comm, gather = link_seconds(m, hw, cal, b.tokens, b.n_sample)
+    comm *= m.num_layers
+    head = parts["lm_head"] + gather
+    flops = sum(float(w.flops.sum()) for w in work)
+    nbytes = sum(float(w.nbytes.sum()) for w in work)
+    total = parts["token_ops"] + parts["attention"] + comm + head + host_s
+    return Breakdown(total, parts["token_ops"], parts["attention"], comm, head, flops, nbytes,
+                     host_s)
+
+
+def explain(hw: HardwareSpec, m: ModelSpec, cal: Calibration, b: Batch, sms: int | None,
+            host_s: float) -> list[dict[str, object]]:
+    """Per-operator rows (name, class, count, flops, bytes, seconds, bound) whose seconds add up
+    to `predict(...).total_s`."""
+    out = []
+    for w in iteration_work(m, b):
+        ec, eb = cal.efficiency(w.cls)
+        t_c = w.flops / (hw.compute(sms) * ec)
+        t_m = w.nbytes / (hw.bandwidth(sms) * eb)
+        out.append(_row(w.name, w.cls, w.count, float(w.flops.sum()), float(w.nbytes.sum()),
+                        float(op_seconds(w, hw, cal, sms).sum()), t_c.sum() >= t_m.sum()))
+    if not out:
+        return out
+    comm, gather = link_seconds(m, hw, cal, b.tokens, b.n_sample)
+    if comm:
+        out.append(_row("allreduce", "comm", 2 * m.num_layers, 0.0, 0.0, m.num_layers * comm))
+    if gather:
+        out.append(_row("logits_gather", "comm", 1, 0.0, 0.0, gather))
+    if host_s:
+        out.append({**_row("host", "host", 1, 0.0, 0.0, host_s), "bound": "cpu"})
+    return out
+
+
+def _row(name: str, cls: str, count: int, flops: float, nbytes: float, seconds: float,
+         compute_bound: bool = False) -> dict[str, object]:
+    return {"name": name, "class": cls, "count": count, "flops": flops, "bytes": nbytes,
+            "seconds": seconds, "bound": "compute" if compute_bound else "memory"}
+
+
+def format_table(rows: list[dict[str, object]]) -> str:
+    total = sum(float(r["seconds"]) for r in rows) or 1.0
+    lines = [f"{'operator':<16}{'class':<14}{'count':>6}{'GFLOP':>12}{'GB':>10}"
+             f"{'ms':>10}{'share':>8}  bound"]
+    for r in rows:
+        s = float(r["seconds"])
+        lines.append(
+            f"{r['name']!s:<16}{r['class']!s:<14}{r['count']!s:>6}{float(r['flops']) / 1e9:>12.1f}"
+            f"{float(r['bytes']) / 1e9:>10.3f}{s * 1e3:>10.3f}{s / total:>8.1%}  {r['bound']}"
+        )
+    return "\n".join(lines)
+
+
+def host_seconds(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str = "scheduled",
+                 rows: int = 0) -> float:
+    """Host seconds of one forward pass with `rows` sampling rows (see `Calibration` for the
+    figures behind each term): ``host_fixed + rows * host_per_row``."""
+    return host_fixed(m, cal, decode_only, kind) + rows * host_per_row(cal, kind)
+
+
+def host_fixed(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str) -> float:
+    """kind "scheduled": a pass the CPU scheduler runs (SGLang's loop, pdmux's decode steps):
+    the per-iteration CPU cost (schedule, prepare inputs, sample, sync) plus launching the pass:
+    one CUDA-graph replay for a decode-only batch, ``layers`` layers of eager launches
+    otherwise. "lookahead": one of duet's k back-to-back decode steps on its partition: a graph
+    replay only (no CPU round trip in between). "spatial": the prefill side of a spatial
+    iteration, which also carries the iteration's once-costs: the CPU iteration, the eager
+    prefill launches and the join of the two phases' streams."""
+    launch = cal.graph_replay_s if decode_only else m.num_layers * cal.launch_layer_s
+    if kind == "scheduled":
+        return cal.iteration_overhead_s + launch
+    if kind == "lookahead":
+        return cal.graph_replay_s
+    if kind == "spatial":
+        return cal.iteration_overhead_s + launch + cal.join_s
+    raise ValueError(f"unknown host kind {kind!r}; accepted: {', '.join(HOST_KINDS)}")
+
+
+def host_per_row(cal: Calibration, kind: str) -> float:
+    """CPU seconds per sampling row (sample, stop check, detokenize): every pass pays it per
+    token it produces, a look-ahead step as well."""
+    return cal.request_overhead_s
+
+
+HOST_KINDS = ("scheduled", "lookahead", "spatial")

@@ -1,0 +1,63 @@
+"""Routers without a latency model: round-robin, least queued tokens, and SGLang's two
+load-aware methods, written after SGLang 0.5.17's own rules
+(`sglang/srt/managers/data_parallel_controller.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .base import Router, View
+from .load import Decision
+
+__all__ = ["LeastTokensRouter", "RoundRobinRouter", "TotalRequestsRouter", "TotalTokensRouter"]
+
+
+class RoundRobinRouter(Router):
+    """`DataParallelController.round_robin_scheduler`: a counter over the live replicas."""
+
+    name = "round-robin"
+    uses_load = False
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._next = 0
+
+    def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
+        v = alive[self._next % len(alive)]
+        self._next = (self._next + 1) % len(alive)
+        return Decision(v.idx, "round-robin")
+
+
+class LeastTokensRouter(Router):
+    """Fewest prompt tokens queued for prefill (the duet router's fallback); ties: fewer
+    requests, then lowest index (without the request tie-break, idle replicas with empty queues
+    would all send to replica 0)."""
+
+    name = "least-tokens"
+
+    def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
+        v = min(alive, key=lambda v: (v.queued_tokens, v.running + v.waiting, v.idx))
+        return Decision(v.idx, f"least queued tokens ({v.queued_tokens})")
+
+
+class TotalRequestsRouter(Router):
+    """`DPBudget.dispatch(TOTAL_REQUESTS)`: fewest running + waiting requests (lowest index on a
+    tie); the choice then counts one more request until the next report."""
+
+    name = "total-requests"
+
+    def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
+        v = min(alive, key=lambda v: (v.running + v.waiting, v.idx))
+        return Decision(v.idx, f"fewest requests ({v.running + v.waiting})")
+
+
+class TotalTokensRouter(Router):
+    """`DPBudget.dispatch(TOTAL_TOKENS)`: fewest KV-in-use plus queued tokens
+    (`num_total_tokens`), ties by total requests, then lowest index; the choice then counts the
+    request's prompt length (`len(req.input_ids)`) until the next report."""
+
+    name = "total-tokens"
+
+    def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
+        v = min(alive, key=lambda v: (v.total_tokens, v.running + v.waiting, v.idx))
+        return Decision(v.idx, f"fewest total tokens ({v.total_tokens})")

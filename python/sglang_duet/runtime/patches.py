@@ -1,0 +1,242 @@
+"""Every place sglang-duet replaces something of SGLang's at run time, in one module.
+
+Upgrading SGLang starts here and at the contract table in docs/architecture.md (each name, its
+file and function in SGLang 0.5.17, why, and the test that pins it). Each patch is either a
+context manager that restores what it replaced when its block ends (also when the block raises),
+or a start-up patch applied once in the scheduler child (processes are spawned, so a patch made
+in the launcher never reaches the child). Nothing else in the package assigns to an SGLang
+module, class or object attribute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import os
+from collections.abc import Iterator
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+# ---- generic ---------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def swapped(obj: Any, **attrs: Any) -> Iterator[None]:
+    """Sets attributes of `obj` for the duration of the block and restores them afterwards."""
+    saved = {name: getattr(obj, name) for name in attrs}
+    for name, value in attrs.items():
+        setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(obj, name, value)
+
+
+def _wrap_once(module: Any, name: str, make: Any, tag: str) -> bool:
+    """Replaces `module.name` by `make(original)` unless already done; True when applied."""
+    original = getattr(module, name)
+    if getattr(original, tag, False):
+        return False
+    wrapped = functools.wraps(original)(make(original))
+    setattr(wrapped, tag, True)
+    setattr(module, name, wrapped)
+    return True
+
+
+# ---- scheduler process ----------------------------------------------------------------------
+
+
+def use_scheduler_class(cls: type) -> None:
+    """SGLang's `run_scheduler_process` looks `Scheduler` up as a module global at call time."""
+    import sglang.srt.managers.scheduler as sched_mod
+
+    sched_mod.Scheduler = cls
+
+
+@contextlib.contextmanager
+def priority_already_computed(sched_policy: Any) -> Iterator[None]:
+    """SGLang's prefill adder calls `SchedulePolicy.calc_priority` on the waiting queue; the duet
+    scheduler already did (and prefix-matched) for its plan, so the adder skips that pass."""
+    with swapped(sched_policy, calc_priority=_no_priority_pass):
+        yield
+
+
+def _no_priority_pass(*_args: Any, **_kwargs: Any) -> None:
+    """Stands in for SchedulePolicy.calc_priority inside the adder pass."""
+
+
+@contextlib.contextmanager
+def results_skip_finished(sched: Any) -> Iterator[None]:
+    """SGLang's batch result processor skips requests that already finished only in overlap
+    mode; look-ahead needs that guard for the steps after a request's last one."""
+    normal = sched.batch_result_processor
+    with swapped(sched, batch_result_processor=_skipping_processor(normal)):
+        yield
+
+
+_SKIPPING: dict[int, Any] = {}
+
+
+def _skipping_processor(normal: Any) -> Any:
+    key = id(normal)
+    if key not in _SKIPPING:
+        _SKIPPING.clear()
+        _SKIPPING[key] = dataclasses.replace(normal, enable_overlap=True)
+    return _SKIPPING[key]
+
+
+# ---- spatial phases ------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def no_input_copy() -> Iterator[None]:
+    """SGLang's eager runner reads SGLANG_EAGER_INPUT_NO_COPY per forward (from the environment):
+    the spatial prefill runs on its batch's own tensors, not the buffers decode graphs share.
+    SGLang's own `override` does not restore it when the block raises, hence this one."""
+    from sglang.srt.environ import envs
+
+    switch = envs.SGLANG_EAGER_INPUT_NO_COPY
+    saved = os.environ.get(switch.name)
+    switch.set(True)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(switch.name, None)
+        else:
+            os.environ[switch.name] = saved
+
+
+@contextlib.contextmanager
+def capture_on(stream: Any) -> Iterator[None]:
+    """While active, SGLang's decode graph runner captures on `stream` (not a stream of its own).
+
+    `DecodeCudaGraphRunner.capture` opens `graph_capture()` with no stream, which makes one; the
+    module's name is rebound to a version that passes ours.
+    """
+    import sglang.srt.model_executor.runner.decode_cuda_graph_runner as dcgr
+
+    original = dcgr.graph_capture
+
+    def on_partition(*args: Any, **kwargs: Any) -> Any:
+        if not args and kwargs.get("stream") is None:
+            kwargs["stream"] = stream
+        return original(*args, **kwargs)
+
+    with swapped(dcgr, graph_capture=on_partition):
+        yield
+
+
+def side_stream_owners(model_runner: Any) -> list[Any]:
+    """Objects whose `alt_stream` SGLang forks to while capturing: the KV pool (K/V writes) and
+    model modules (e.g. MoE shared experts). Those streams belong to the primary context."""
+    owners = []
+    pool = getattr(model_runner, "token_to_kv_pool", None)
+    if getattr(pool, "alt_stream", None) is not None:
+        owners.append(pool)
+    model = getattr(model_runner, "model", None)
+    modules = model.modules() if hasattr(model, "modules") else ()
+    owners.extend(m for m in modules if getattr(m, "alt_stream", None) is not None)
+    return owners
+
+
+@contextlib.contextmanager
+def no_side_streams(model_runner: Any) -> Iterator[None]:
+    """While active, SGLang captures without side streams (as it does under PD-multiplexing,
+    `enable_alt_stream=not enable_pdmux`): kernels forked to a primary-context stream inside a
+    partition capture would replay on every SM."""
+    with contextlib.ExitStack() as stack:
+        for owner in side_stream_owners(model_runner):
+            stack.enter_context(swapped(owner, alt_stream=None))
+        yield
+
+
+# ---- tensor parallelism ----------------------------------------------------------------------
+
+
+def request_prefill_tp_group() -> None:
+    """SGLang builds a duplicate TP communicator for PD-multiplexing; ask its bootstrap for it
+    (in the scheduler child, before the model runner starts) so the spatial prefill's
+    all-reduces never share a communicator with the concurrent decode's."""
+    import sglang.srt.distributed.bootstrap as bootstrap
+
+    def make(original: Any) -> Any:
+        def with_prefill_group(*args: Any, **kwargs: Any) -> Any:
+            kwargs["duplicate_tp_group"] = True
+            return original(*args, **kwargs)
+
+        return with_prefill_group
+
+    if _wrap_once(bootstrap, "initialize_model_parallel", make, "_duet"):
+        logger.info("duet: a second TP communicator will be built for the prefill phase")
+
+
+def has_prefill_tp_group() -> bool:
+    import sglang.srt.distributed.parallel_state as ps
+
+    return getattr(ps, "_PDMUX_PREFILL_TP_GROUP", None) is not None
+
+
+@contextlib.contextmanager
+def prefill_tp_group(enabled: bool) -> Iterator[None]:
+    """While active, SGLang's get_tp_group() returns the prefill phase's communicator."""
+    if not enabled:
+        yield
+        return
+    from sglang.srt.distributed.parallel_state import set_pdmux_status
+
+    set_pdmux_status(True)
+    try:
+        yield
+    finally:
+        set_pdmux_status(False)
+
+
+# ---- CPU serving (no CUDA device) -----------------------------------------------------------
+
+
+def patch_rope_for_cpu() -> None:
+    """Make SGLang's RotaryEmbedding take its native path on a CPU-only torch build.
+
+    Its constructor imports vLLM's custom op on platforms it does not recognise; a CUDA build of
+    torch with no device is such a platform. The native forward is what runs on the CPU anyway.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    import sglang.srt.layers.rotary_embedding.base as rope_base
+
+    if hasattr(rope_base, "_is_cpu"):
+        rope_base._is_cpu = True
+
+
+def patch_tp_groups_for_cpu() -> None:
+    """TP > 1 without a CUDA device: build SGLang's process groups without NCCL communicators.
+
+    SGLang decides "CPU" from SGLANG_USE_CPU_ENGINE (whose kernels are not on PyPI), so with a
+    CUDA build of torch and no device it still creates PyNccl and custom all-reduce
+    communicators. Forcing them off leaves the gloo CPU group, which is what serves here.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    import sglang.srt.distributed.parallel_state as ps
+
+    def make(original: Any) -> Any:
+        def init_group_without_nccl(*args: Any, **kwargs: Any) -> Any:
+            kwargs["use_pynccl"] = False
+            kwargs["use_custom_allreduce"] = False
+            kwargs["use_mscclpp_allreduce"] = False
+            kwargs["use_torch_symm_mem_allreduce"] = False
+            return original(*args, **kwargs)
+
+        return init_group_without_nccl
+
+    _wrap_once(ps, "init_model_parallel_group", make, "_duet_cpu")

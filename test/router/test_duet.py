@@ -1,0 +1,97 @@
+"""The duet router: soonest predicted first token within tau, fallbacks, cost caching."""
+
+from __future__ import annotations
+
+import pytest
+
+from sglang_duet.latency import LatencyModel, get_hardware, get_model
+from sglang_duet.router import ReplicaLoad, RouterContext, make_router
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    lm = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"))
+    return RouterContext(latency=lm, tbt_slo_s=0.1, token_budget=8192)
+
+
+def _load(i, t=1.0, **kw):
+    kw.setdefault("capacity_tokens", 400_000)
+    return ReplicaLoad(replica=i, timestamp=t, **kw)
+
+
+def test_missing_report_falls_back_to_least_queued(ctx):
+    r = make_router("duet", 2, ctx)
+    r.observe([_load(0, queued_tokens=900)], now=0.0)
+    d = r.pick(100)
+    assert d.replica == 1 and "no load report" in d.reason
+
+
+def test_heavy_decode_load_outweighs_a_few_queued_tokens(ctx):
+    """Replica 0: 200 long decodes and nothing queued; replica 1: idle but 2000 tokens queued.
+    Least-tokens sends to 0; under 0's decode load a prompt takes longer there."""
+    loads = [_load(0, running=200, context_tokens=200 * 30_000),
+             _load(1, queued_tokens=2000)]
+    lt = make_router("least-tokens", 2, ctx)
+    lt.observe(loads, now=0.0)
+    assert lt.pick(4000).replica == 0
+    r = make_router("duet", 2, ctx)
+    r.observe(loads, now=0.0)
+    d = r.pick(4000)
+    assert d.replica == 1
+    assert d.load_s is not None and d.load_s > 0
+    loads_s = r.predicted_loads()
+    assert loads_s[1] > 0  # the request just sent is queued work there
+
+
+def test_wait_grows_with_queued_tokens(ctx):
+    r = make_router("duet", 2, ctx)
+    r.observe([_load(0, queued_tokens=10_000), _load(1, queued_tokens=20_000)], now=0.0)
+    first = r.pick(8000)
+    assert first.replica == 0
+    second = r.pick(8000)  # 0 now has 18k queued, 1 has 20k
+    assert second.replica == 0
+    assert r.pick(8000).replica == 1
+    assert second.load_s > first.load_s
+
+
+def test_tie_goes_to_fewer_queued_tokens_then_index(ctx):
+    r = make_router("duet", 3, ctx)
+    r.observe([_load(i) for i in range(3)], now=0.0)
+    assert [r.pick(100).replica for _ in range(3)] == [0, 1, 2]
+
+
+def test_replica_over_tau_is_a_last_resort(ctx):
+    # 256 decodes of 100k tokens each: one more decode step is far beyond 100 ms
+    over = _load(0, running=256, context_tokens=256 * 100_000, capacity_tokens=0)
+    r = make_router("duet", 2, ctx)
+    r.observe([over, _load(1, queued_tokens=60_000)], now=0.0)
+    assert r.pick(10).replica == 1
+    r2 = make_router("duet", 1, ctx)
+    r2.observe([over], now=0.0)
+    assert "over tau" in r2.pick(10).reason
+
+
+def test_kv_pool_full_is_avoided(ctx):
+    r = make_router("duet", 2, ctx)
+    r.observe([_load(0, context_tokens=99_000, capacity_tokens=100_000),
+               _load(1, running=64, context_tokens=64 * 2000, queued_tokens=30_000)], now=0.0)
+    assert r.pick(5000).replica == 1
+
+
+def test_dead_replica_is_skipped(ctx):
+    r = make_router("duet", 2, ctx)
+    r.observe([_load(0), _load(1, queued_tokens=50_000)], now=0.0)
+    r.set_alive(0, False, "socket closed")
+    assert r.pick(10).replica == 1
+
+
+def test_within_tau_the_soonest_first_token_wins():
+    """With a 512-token budget a mixed iteration stays within tau: the replica that would
+    prefill the request soonest gets it, even if it decodes more requests."""
+    lm = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"))
+    r = make_router("duet", 2, RouterContext(latency=lm, tbt_slo_s=0.1, token_budget=512))
+    r.observe([_load(0, running=16, context_tokens=16 * 1000),
+               _load(1, queued_tokens=3000)], now=0.0)
+    d = r.pick(1000)
+    assert d.replica == 0 and "<= tau" in d.reason
+    assert d.load_s < r.predicted_loads()[1]

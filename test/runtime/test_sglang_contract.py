@@ -1,0 +1,141 @@
+"""What the runtime replaces or reads in SGLang 0.5.17, pinned (see the contract table in
+docs/architecture.md). An SGLang upgrade that moves one of these fails here, by name, before a
+server test fails somewhere downstream."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import pytest
+
+
+def src(obj) -> str:
+    return inspect.getsource(obj)
+
+
+def params(fn) -> list[str]:
+    return list(inspect.signature(fn).parameters)
+
+
+@pytest.fixture(scope="module")
+def sched_mod():
+    import sglang.srt.managers.scheduler as module
+
+    return module
+
+
+class TestReplaced:
+    def test_scheduler_class_is_looked_up_at_call_time(self, sched_mod):
+        assert "Scheduler(" in src(sched_mod.run_scheduler_process)
+        assert params(sched_mod.run_scheduler_process)[:4] == [
+            "server_args", "port_args", "gpu_id", "tp_rank"]
+
+    def test_prefill_step_is_a_method_the_loop_calls(self, sched_mod):
+        body = src(sched_mod.Scheduler.get_next_batch_to_run)
+        assert "self.get_new_batch_prefill(running_batch)" in body
+        assert "prefill_plan.batch_to_run" in body and "prefill_plan.running_batch" in body
+
+    def test_adder_budget_knobs_and_priority(self, sched_mod):
+        from sglang.srt.managers.schedule_policy import SchedulePolicy
+
+        # get_new_batch_prefill hands these to the adder (in a helper of the same class)
+        body = src(sched_mod.Scheduler)
+        for knob in ("chunked_prefill_size = self.chunked_prefill_size",
+                     "self.max_prefill_tokens,", "if self.is_mixed_chunk else 0",
+                     "self.policy.calc_priority(self.waiting_queue, running_batch)"):
+            assert knob in body, knob
+        assert params(SchedulePolicy.calc_priority)[:2] == ["self", "waiting_queue"]
+
+    def test_result_processor_overlap_guard(self):
+        from sglang.srt.managers.scheduler_components.batch_result_processor import (
+            SchedulerBatchResultProcessor,
+        )
+
+        names = {f.name for f in dataclasses.fields(SchedulerBatchResultProcessor)}
+        assert "enable_overlap" in names
+
+    def test_no_copy_switch_and_workspace_size(self):
+        from sglang.srt.environ import envs
+        from sglang.srt.model_executor.runner.eager_runner import EagerRunner
+
+        assert hasattr(envs, "SGLANG_EAGER_INPUT_NO_COPY")
+        assert "SGLANG_EAGER_INPUT_NO_COPY" in src(EagerRunner.load_batch)
+        assert envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get() > 0
+
+    def test_phase_state_attributes_of_the_model_runner(self):
+        from sglang.srt.model_executor.model_runner import ModelRunner
+
+        body = src(ModelRunner)
+        for name in ("self.attn_backend", "self.decode_cuda_graph_runner",
+                     "self.prefill_cuda_graph_runner", "self.token_to_kv_pool"):
+            assert name in body, name
+        assert "init_new_workspace" in params(ModelRunner._get_attention_backend)
+        assert hasattr(ModelRunner, "_decode_cuda_graph_runner_cls")
+
+    def test_tp_group_hooks(self):
+        import sglang.srt.distributed.bootstrap as bootstrap
+        import sglang.srt.distributed.parallel_state as ps
+
+        assert "duplicate_tp_group=" in src(bootstrap)
+        assert "duplicate_tp_group" in params(ps.initialize_model_parallel)
+        assert callable(ps.set_pdmux_status) and hasattr(ps, "_PDMUX_PREFILL_TP_GROUP")
+        for kw in ("use_pynccl", "use_custom_allreduce", "use_mscclpp_allreduce",
+                   "use_torch_symm_mem_allreduce"):
+            assert kw in params(ps.init_model_parallel_group), kw
+
+    def test_rope_cpu_flag(self):
+        import sglang.srt.layers.rotary_embedding.base as rope_base
+
+        assert hasattr(rope_base, "_is_cpu")
+
+    def test_lookahead_kv_fields_of_a_request(self):
+        from sglang.srt.managers.schedule_batch import Req
+
+        body = src(Req)
+        assert "self.kv_committed_len" in body and "kv_allocated_len" in src(
+            inspect.getmodule(Req))
+
+
+class TestRead:
+    def test_scheduler_methods_the_loop_uses(self, sched_mod):
+        for name in ("process_input_requests", "get_next_batch_to_run", "update_running_batch",
+                     "run_batch", "process_batch_result", "on_idle", "event_loop_normal"):
+            assert callable(getattr(sched_mod.Scheduler, name)), name
+
+    def test_next_batch_plan_fields(self):
+        from sglang.srt.managers.schedule_batch import NextBatchPlan
+
+        plan = NextBatchPlan(batch_to_run=None, running_batch=None)
+        assert plan.batch_to_run is None and plan.running_batch is None
+
+    def test_batch_and_request_fields_lookahead_reads(self):
+        from sglang.srt.managers.schedule_batch import Req, ScheduleBatch
+
+        for name in ("prepare_for_decode", "is_empty"):
+            assert callable(getattr(ScheduleBatch, name)), name
+        fields = {f.name for f in dataclasses.fields(ScheduleBatch)}
+        for name in ("reqs", "forward_mode", "spec_algorithm", "return_logprob",
+                     "return_hidden_states", "sampling_info", "req_to_token_pool"):
+            assert name in fields, name
+        body = src(Req)
+        for name in ("self.origin_input_ids", "self.output_ids", "self.prefix_indices",
+                     "self.sampling_params", "self.grammar", "self.req_pool_idx"):
+            assert name in body, name
+        assert callable(Req.finished)
+
+    def test_server_args_fields(self):
+        from sglang.srt.server_args import ServerArgs
+
+        names = {f.name for f in dataclasses.fields(ServerArgs)}
+        for name in ("attention_backend", "decode_attention_backend", "prefill_attention_backend",
+                     "mem_fraction_static", "disable_cuda_graph", "cuda_graph_config",
+                     "chunked_prefill_size", "enable_mixed_chunk", "tp_size", "enable_metrics"):
+            assert name in names, name
+        assert "max_bs * 2" in src(ServerArgs.reserve_for_graph_mb)
+
+    def test_flashinfer_plans_into_host_buffers(self):
+        """Why look-ahead is forced to 1 with FlashInfer: each decode step plans on the host."""
+        from sglang.srt.layers.attention import flashinfer_backend
+
+        assert "call_begin_forward" in src(flashinfer_backend)
