@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.sglang-duet-installed
 DEPS   := pyproject.toml sgl-duet-kernel/pyproject.toml sgl-duet-kernel/CMakeLists.txt \
           $(wildcard sgl-duet-kernel/csrc/*) $(wildcard sgl-duet-kernel/include/*)
 
-.PHONY: venv serve test lint paper capacity clean
+.PHONY: venv serve test lint paper capacity clean gpu-carry
 
 venv: $(STAMP)
 
@@ -32,6 +32,13 @@ test: venv lint
 
 lint: venv
 	$(PY) -m ruff check python test benchmark
+
+# The carry folder for the GPU machine (benchmark/gpu/README.md): downloads ~500 MB once (cached
+# in .gpu-carry-cache), then verifies it in a Python 3.12 venv holding the GPU image's packages
+# (.gpu-carry-env, ~5 GB, made once). Not part of `make test`.
+gpu-carry: venv
+	$(PY) -m benchmark.gpu.carry build .gpu-carry
+	$(PY) -m benchmark.gpu.carry verify .gpu-carry
 
 paper: venv capacity
 	$(PY) -m benchmark.paper

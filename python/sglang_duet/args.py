@@ -82,8 +82,8 @@ class DuetArgs:
     )
     plan_log: str | None = field(
         default=None,
-        metadata={"help": "Write every BatchPlan as one JSON line to PATH.tp<rank>.dp<rank> "
-                          "(the directory must exist and be writable)."},
+        metadata={"help": "Write every BatchPlan plus its measured_s as one JSON line to "
+                          "PATH.tp<rank>.dp<rank> (the directory must exist and be writable)."},
     )
     router: str = field(
         default="duet",

@@ -1,0 +1,250 @@
+"""Stage 2 of the GPU check: real SGLang (from the carry folder) serving a Qwen3-8B-shaped model.
+
+    python -m benchmark.gpu.serving_check OUT.json [--budget-s 300] [--cpu-dry-run]
+
+Steps, each folded into OUT.json (benchmark.stamp.write_result) as soon as it ends:
+
+1. `equality`: `--duet-mode aggregated` and `--duet-mode spatial` servers each answer the same 32
+   concurrent greedy prompts; the output ids must be equal.
+2. `latency_model`: the spatial server's plan log (`--duet-plan-log`): predicted vs measured
+   iteration time per mode.
+3. `serving`: `benchmark.serving` on an azure-code slice at two QPS points, stock SGLang chunked
+   prefill vs sglang-duet (adaptive), plus SGLang's pdmux when it runs here.
+
+On the GPU the model is a Qwen3-8B config written here with the embedded tiny model's tokenizer
+and `--load-format dummy` (random weights, the same seed in every server); attention is SGLang's
+triton backend and sampling pytorch (the carry has no FA3 binary). `--cpu-dry-run` runs the same
+steps on the CPU with the embedded tiny model, small and fast, so the logic is tested without a
+GPU (test/benchmark/gpu/test_serving_check.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from benchmark.gpu.plan_log import summarize_plan_log
+from benchmark.stamp import write_result
+
+# Qwen3-8B's published config.json (hidden, layers, heads, vocab); weights are random.
+QWEN3_8B = {
+    "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+    "intermediate_size": 12288, "num_hidden_layers": 36, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "head_dim": 128, "vocab_size": 151936, "hidden_act": "silu",
+    "max_position_embeddings": 40960, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+    "tie_word_embeddings": False, "torch_dtype": "bfloat16", "attention_bias": False,
+    "bos_token_id": 151643, "eos_token_id": 151645,
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of one run: GPU (real) or CPU dry run."""
+
+    prompts: int = 32
+    prompt_lens: tuple[int, int] = (128, 2048)  # tokens, drawn uniformly
+    new_tokens: int = 32
+    qps: tuple[float, ...] = (2.0, 3.0)
+    bench_requests: int = 40
+    scale: float = 1.0  # trace length scale
+    systems: tuple[str, ...] = ("sglang-chunked", "duet", "sglang-pdmux")
+    server_args: tuple[str, ...] = ("--load-format", "dummy", "--attention-backend", "triton",
+                                    "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "32")
+    duet_args: tuple[str, ...] = ("--duet-decode-graph-sizes", "2")
+    chunk: int | None = None  # --chunked-prefill-size (None: SGLang's default)
+
+
+MIN_SYSTEM_S = 60.0  # a server start plus two short bench runs
+
+CPU_PLAN = Plan(prompts=32, prompt_lens=(8, 120), new_tokens=8, qps=(4.0, 8.0), bench_requests=8,
+                scale=0.05, systems=("sglang-chunked", "duet"),
+                # The CPU KV pool is sized by --max-total-tokens; SGLang still checks the static
+                # fraction against free host memory, which other jobs on a shared machine move.
+                server_args=("--mem-fraction-static", "0.3"), duet_args=(), chunk=128)
+
+
+def qwen3_8b_dir(out: Path) -> Path:
+    """A config.json with Qwen3-8B's shapes plus the embedded tiny model's tokenizer files."""
+    from sglang_duet.tiny_model import default_model_path
+
+    tiny = default_model_path()
+    out.mkdir(parents=True, exist_ok=True)
+    for f in tiny.iterdir():
+        if "token" in f.name or f.name == "special_tokens_map.json":
+            shutil.copy2(f, out / f.name)
+    (out / "config.json").write_text(json.dumps(QWEN3_8B, indent=1))
+    return out
+
+
+def make_prompts(plan: Plan, vocab: int, seed: int = 0) -> list[list[int]]:
+    rng = np.random.default_rng(seed)
+    lo, hi = plan.prompt_lens
+    return [rng.integers(10, vocab, int(rng.integers(lo, hi + 1))).tolist()
+            for _ in range(plan.prompts)]
+
+
+def run_prompts(server, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        outs = pool.map(lambda p: server.generate(p, new_tokens, ignore_eos=True), prompts)
+        return [o["output_ids"] for o in outs]
+
+
+def compare_outputs(a: list[list[int]], b: list[list[int]]) -> dict:
+    """Equal count and, per differing prompt, the first differing token position."""
+    pairs = [(p, q) for p, q in zip(a, b, strict=False) if p != q]
+    first = [next((i for i, (x, y) in enumerate(zip(p, q, strict=False)) if x != y),
+                  min(len(p), len(q))) for p, q in pairs]
+    return {"prompts": len(a), "equal": len(a) - len(first), "first_diff_positions": first,
+            "ok": not first and len(a) == len(b)}
+
+
+def step_equality(plan: Plan, model: str, work: Path) -> dict:
+    from transformers import AutoConfig
+
+    from benchmark.serving.launch import Server
+
+    vocab = min(AutoConfig.from_pretrained(model).vocab_size, 2048)
+    prompts = make_prompts(plan, vocab)
+    outs, info = {}, {}
+    for mode in ("aggregated", "spatial"):
+        log = work / f"plan_{mode}.jsonl"
+        args = ["--model-path", model, "--duet-mode", mode, "--duet-plan-log", str(log),
+                *plan.server_args, *plan.duet_args]
+        if plan.chunk:
+            args += ["--chunked-prefill-size", str(plan.chunk)]
+        t0 = time.time()
+        with Server(args, log_path=str(work / f"server_{mode}.log")) as srv:
+            started = time.time() - t0
+            t1 = time.time()
+            outs[mode] = run_prompts(srv, prompts, plan.new_tokens)
+            info[mode] = {"start_s": round(started, 1), "generate_s": round(time.time() - t1, 2)}
+    result = compare_outputs(outs["aggregated"], outs["spatial"])
+    modes = summarize_plan_log(sorted(work.glob("plan_spatial.jsonl.tp0*")))
+    result.update(servers=info, spatial_iterations=modes["iterations_by_mode"],
+                  prompt_lens=[len(p) for p in prompts], new_tokens=plan.new_tokens)
+    if not modes["iterations_by_mode"].get("spatial"):
+        result["ok"] = False
+        result["note"] = "the spatial server ran no spatial iteration: nothing was compared"
+    return result
+
+
+def step_latency(work: Path) -> dict:
+    return summarize_plan_log(sorted(work.glob("plan_*.jsonl.tp0*")))
+
+
+def bench_systems(plan: Plan) -> list:
+    """The compared systems; duet gets the plan's duet flags (fewer captured partition sizes,
+    so it starts inside the stage's budget)."""
+    from dataclasses import replace
+
+    from benchmark.serving.systems import SYSTEMS
+
+    return [replace(SYSTEMS[s], flags=SYSTEMS[s].flags + plan.duet_args) if s == "duet"
+            else SYSTEMS[s] for s in plan.systems]
+
+
+def step_serving(plan: Plan, model: str, work: Path, deadline: float, save) -> dict:
+    """One `benchmark.serving` comparison per system, so each system's runs are saved when it
+    ends; pdmux (optional) only starts with at least MIN_SYSTEM_S left."""
+    from benchmark.serving.compare import Config, compare
+
+    out: dict = {"ok": False, "systems": {}}
+    for system in bench_systems(plan):
+        left = deadline - time.time()
+        if left < MIN_SYSTEM_S:
+            out["systems"][system.name] = {"status": "skipped", "runs": [],
+                                           "reason": f"only {left:.0f} s left in the stage"}
+            continue
+        cfg = Config(trace="azure_code", qps=list(plan.qps), systems=[system], model=model,
+                     num_requests=plan.bench_requests, scale=plan.scale,
+                     chunked_prefill_size=plan.chunk, server_args=list(plan.server_args),
+                     ttft_slo_ms=1000.0, tbt_slo_ms=100.0, tag=f"serving_{system.name}",
+                     out_dir=str(work / "serving"), warmup_pass=False, run_timeout_s=left)
+        try:
+            res = compare(cfg, progress=lambda m: print(m, flush=True),
+                          work=str(work / "serving_work"))
+        except Exception as e:  # noqa: BLE001 - compare wrote its JSON before the plots
+            saved = Path(cfg.out_dir) / f"{cfg.tag}.json"
+            if not saved.exists():
+                raise
+            res = json.loads(saved.read_text())
+            out.setdefault("errors", []).append(f"{system.name}: {type(e).__name__}: {e}")
+        out.update(config=res["config"], conversion=res["conversion"])
+        out["systems"][system.name] = res["systems"][system.name]
+        # Must run: stock chunked prefill and duet, every QPS with a summary; pdmux may not.
+        out["ok"] = all(
+            out["systems"].get(s, {}).get("status") == "ran"
+            and all(r["summary"] for r in out["systems"][s]["runs"])
+            for s in ("sglang-chunked", "duet"))
+        save(out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmark.gpu.serving_check", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out", help="JSON file to write (rewritten after every step)")
+    p.add_argument("--budget-s", type=float, default=300.0)
+    p.add_argument("--cpu-dry-run", action="store_true",
+                   help="the same steps on the CPU with the embedded tiny model")
+    p.add_argument("--work", default=None, help="server logs and plan logs (default: a temp dir)")
+    p.add_argument("--skip", default="", help="comma-separated steps to skip")
+    a = p.parse_args(argv)
+    from benchmark.serving.launch import cuda_available
+
+    if not a.cpu_dry_run and not cuda_available():
+        print("serving_check needs a CUDA device (or --cpu-dry-run)", file=sys.stderr)
+        return 2
+    plan = CPU_PLAN if a.cpu_dry_run else Plan()
+    work = Path(a.work or tempfile.mkdtemp(prefix="duet_stage2_"))
+    work.mkdir(parents=True, exist_ok=True)
+    if a.cpu_dry_run:
+        from sglang_duet.tiny_model import default_model_path
+
+        model = str(default_model_path())
+    else:
+        model = str(qwen3_8b_dir(work / "qwen3-8b-dummy"))
+    deadline = time.time() + a.budget_s
+    report: dict = {"mode": "cpu-dry-run" if a.cpu_dry_run else "gpu", "plan": plan.__dict__,
+                    "model": model, "work": str(work), "steps": {}}
+    steps = [("equality", lambda: step_equality(plan, model, work)),
+             ("latency_model", lambda: step_latency(work)),
+             ("serving", lambda: step_serving(plan, model, work, deadline, partial("serving")))]
+    def partial(name):
+        def save(result: dict) -> None:
+            report["steps"][name] = result
+            write_result(a.out, report)
+        return save
+
+    ok = True
+    for name, fn in steps:
+        if name in a.skip.split(","):
+            continue
+        if time.time() > deadline - 20:
+            report["steps"][name] = {"ok": False, "error": "time budget spent"}
+            ok = False
+        else:
+            t0 = time.time()
+            try:
+                report["steps"][name] = fn()
+            except Exception as e:  # noqa: BLE001 - record it, keep the earlier steps' results
+                report["steps"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[-2000:]}
+            report["steps"][name]["seconds"] = round(time.time() - t0, 1)
+            ok = ok and report["steps"][name].get("ok", True) is not False
+        report["ok"] = ok
+        write_result(a.out, report)
+        print(f"[stage2] {name}: {json.dumps(report['steps'][name])[:600]}", flush=True)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
