@@ -316,7 +316,7 @@ def test_clock_and_split_with_fake_streams(monkeypatch):
 def test_check_sh_runs_it_and_parses():
     sh = ROOT / "benchmark/gpu/check.sh"
     text = sh.read_text()
-    assert "benchmark/gpu/concurrent_check.py" in text
+    assert "-m benchmark.gpu.concurrent_check" in text
     assert subprocess.run(["bash", "-n", str(sh)], capture_output=True).returncode == 0
     if shutil.which("shellcheck"):
         proc = subprocess.run(["shellcheck", str(sh)], capture_output=True, text=True)
