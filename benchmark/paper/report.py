@@ -190,9 +190,9 @@ What the simulator leaves out, so expect differences: host cost beyond the laten
 fixed per-pass term (a constant per CPU-scheduled pass, per eager layer launch, per graph replay
 and per phase join, fitted to published measurements: `published-h100`; no Python GC, tokenizer
 or network stalls); prefix (radix) caching (Mooncake's `hash_ids` are ignored);
-vLLM/SGLang/Dynamo implementation details beyond batch formation, KV admission, preemption, SGLang pdmux's stream-group rules and
-the 1P1D KV transfer (NixlConnector's measured throughput and post time, see
-`sglang_duet/sim/engine.py`).
+vLLM/SGLang/Dynamo implementation details beyond batch formation, KV admission, preemption,
+SGLang pdmux's stream-group rules and the 1P1D KV transfer (NixlConnector's measured throughput
+and post time, see `sglang_duet/sim/engine.py`).
 
 Which results follow the paper's design: `duet-paper` is the paper's scheme (spatial plans
 bound one decode step, `t_d <= tau`, and run synchronously: `max(k * t_d, t_p)`). `duet` goes
