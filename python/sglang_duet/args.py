@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from sglang_duet.cli_args import ArgError, add_dataclass_args, check_fields, from_namespace
 from sglang_duet.latency.hardware import HARDWARE, HARDWARE_ALIASES
@@ -30,8 +30,36 @@ class DuetArgError(ArgError):
     """A duet flag got a value it does not accept; the message names the flag."""
 
 
+class DuetFlags:
+    """What every `--duet-*` flag dataclass shares (DuetArgs, server.config.ServeArgs): checked
+    on construction, added to a parser under `GROUP`, read back from its namespace."""
+
+    GROUP: ClassVar[str] = "sglang-duet"
+
+    def __post_init__(self) -> None:
+        try:
+            check_fields(self, PREFIX)
+        except ArgError as e:
+            raise DuetArgError(str(e)) from None
+
+    @classmethod
+    def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:
+        add_dataclass_args(parser.add_argument_group(cls.GROUP), cls, prefix=PREFIX,
+                           dest_prefix="duet_")
+
+    @classmethod
+    def from_cli_args(cls, ns: argparse.Namespace) -> Any:
+        try:
+            return from_namespace(cls, ns, prefix=PREFIX, dest_prefix="duet_")
+        except ArgError as e:
+            raise DuetArgError(str(e)) from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
 @dataclass(frozen=True)
-class DuetArgs:
+class DuetArgs(DuetFlags):
     mode: str = field(
         default="adaptive",
         metadata={
@@ -99,12 +127,6 @@ class DuetArgs:
         metadata={"help": "Correct predictions with measured iteration times."},
     )
 
-    def __post_init__(self) -> None:
-        try:
-            check_fields(self, PREFIX)
-        except ArgError as e:
-            raise DuetArgError(str(e)) from None
-
     @staticmethod
     def flag(name: str) -> str:
         return PREFIX + name.replace("_", "-")
@@ -113,17 +135,3 @@ class DuetArgs:
     def tbt_slo_s(self) -> float:
         return self.tbt_slo_ms / 1000.0
 
-    @classmethod
-    def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_dataclass_args(parser.add_argument_group("sglang-duet"), cls, prefix=PREFIX,
-                           dest_prefix="duet_")
-
-    @classmethod
-    def from_cli_args(cls, ns: argparse.Namespace) -> DuetArgs:
-        try:
-            return from_namespace(cls, ns, prefix=PREFIX, dest_prefix="duet_")
-        except ArgError as e:
-            raise DuetArgError(str(e)) from None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)

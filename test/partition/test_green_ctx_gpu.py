@@ -28,20 +28,25 @@ def _sizes(k, total):
     return g, sorted({smallest, middle, largest})
 
 
-def test_pairs_are_disjoint_and_sized(green, num_sms, results):
+def pair_smids(green, pair, num_sms: int) -> tuple[set[int], set[int]]:
+    """SM ids the pair's decode and prefill streams' blocks ran on (both streams synchronised)."""
     import torch
 
+    out_d = record_smids(green, pair.decode_stream, num_sms)
+    out_p = record_smids(green, pair.prefill_stream, num_sms)
+    torch.cuda.synchronize()
+    green.stream_synchronize(pair.decode_stream)
+    green.stream_synchronize(pair.prefill_stream)
+    return smid_set(out_d), smid_set(out_p)
+
+
+def test_pairs_are_disjoint_and_sized(green, num_sms, results):
     g, sizes = _sizes(green, num_sms)
     results["granularity"] = g._asdict()
     rows = []
     for decode in sizes:
         with green.GreenPair(0, decode, 8) as pair:
-            out_d = record_smids(green, pair.decode_stream, num_sms)
-            out_p = record_smids(green, pair.prefill_stream, num_sms)
-            torch.cuda.synchronize()
-            green.stream_synchronize(pair.decode_stream)
-            green.stream_synchronize(pair.prefill_stream)
-            sd, sp = smid_set(out_d), smid_set(out_p)
+            sd, sp = pair_smids(green, pair, num_sms)
             rows.append(
                 {
                     "asked": decode,
@@ -60,8 +65,6 @@ def test_pairs_are_disjoint_and_sized(green, num_sms, results):
 
 def test_finer_split_flag(green, num_sms, results):
     """Records what SPLIT_IGNORE_SM_COSCHEDULING allows (informative; asserts only sanity)."""
-    import torch
-
     flag = green.SPLIT_IGNORE_SM_COSCHEDULING
     try:
         g = green.green_granularity(0, flag)
@@ -71,12 +74,7 @@ def test_finer_split_flag(green, num_sms, results):
     entry: dict[str, object] = {"granularity": g._asdict()}
     decode = max(g.min_sms, 2) + g.align_sms  # smallest size above the minimum
     with green.GreenPair(0, decode, 8, flag) as pair:
-        out_d = record_smids(green, pair.decode_stream, num_sms)
-        out_p = record_smids(green, pair.prefill_stream, num_sms)
-        torch.cuda.synchronize()
-        green.stream_synchronize(pair.decode_stream)
-        green.stream_synchronize(pair.prefill_stream)
-        sd, sp = smid_set(out_d), smid_set(out_p)
+        sd, sp = pair_smids(green, pair, num_sms)
         entry.update(
             asked=decode,
             granted=[pair.decode_sms, pair.prefill_sms],

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 from dataclasses import dataclass, field
+from typing import ClassVar
 
-from sglang_duet.args import PREFIX, DuetArgError
-from sglang_duet.cli_args import ArgError, add_dataclass_args, check_fields, from_namespace
+from sglang_duet.args import DuetFlags
 
 
 @dataclass(frozen=True)
-class ServeArgs:
+class ServeArgs(DuetFlags):
+    GROUP: ClassVar[str] = "sglang-duet serving"
+
     max_body_mb: float = field(
         default=16.0,
         metadata={"help": "Largest request body in MiB; larger ones get 413 before they are "
@@ -28,27 +28,7 @@ class ServeArgs:
                           "defines; --no-duet-strict-fields lets them through."},
     )
 
-    def __post_init__(self) -> None:
-        try:
-            check_fields(self, PREFIX)
-        except ArgError as e:
-            raise DuetArgError(str(e)) from None
-
     @property
     def max_body_bytes(self) -> int:
         return int(self.max_body_mb * 1024 * 1024)
 
-    @classmethod
-    def add_cli_args(cls, parser: argparse.ArgumentParser) -> None:
-        add_dataclass_args(parser.add_argument_group("sglang-duet serving"), cls, prefix=PREFIX,
-                           dest_prefix="duet_")
-
-    @classmethod
-    def from_cli_args(cls, ns: argparse.Namespace) -> ServeArgs:
-        try:
-            return from_namespace(cls, ns, prefix=PREFIX, dest_prefix="duet_")
-        except ArgError as e:
-            raise DuetArgError(str(e)) from None
-
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
