@@ -97,3 +97,17 @@ def tp2_server(request, tmp_path_factory):
                             "--duet-mode", "spatial", "--duet-plan-log", str(log)])
     srv.plan_log = str(log)
     return srv
+
+
+# ---- the latency model (latency, calibrate, policy tests) -----------------------------------
+
+
+@pytest.fixture(scope="session")
+def make_lm():
+    """Factory: make_lm(model="qwen3-8b", hardware="h100-sxm", tp=1, calibration=None)."""
+    from sglang_duet.latency import LatencyModel, get_hardware, get_model
+
+    def make(model: str = "qwen3-8b", hardware: str = "h100-sxm", tp: int = 1, calibration=None):
+        return LatencyModel(get_hardware(hardware), get_model(model, tp), calibration)
+
+    return make

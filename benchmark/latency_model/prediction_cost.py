@@ -5,7 +5,7 @@
 A Batch keeps what a model derives from it, so predicting the same batch again (another SM
 count) costs only the per-SM arithmetic; the ``*_fresh`` cases build a new batch every call
 (what a scheduler pays once per iteration). ``*_menu`` cases score all 65 TPC-mask partitions of
-an H100 in one vectorised call (``predict_many`` / ``predict_concurrent_totals``).
+an H100 in one vectorised call (``predict_concurrent_table``).
 
 Writes benchmark/results/latency_model/prediction_cost.json.
 """
@@ -93,10 +93,9 @@ def run(args: BenchArgs) -> dict[str, object]:
         "build_batch_from_arrays": lambda: Batch(q, c),
         "build_decode_batch_from_list": lambda: Batch.decode_steps(ctx),
         "predict_concurrent": lambda: lm.predict_concurrent(decode, small, 40, 92),
-        "predict_many_decode_menu": lambda: lm.predict_many(decode, menu),
-        "predict_concurrent_totals_menu": lambda: lm.predict_concurrent_totals(
+        "predict_concurrent_table_menu": lambda: lm.predict_concurrent_table(
             decode, chunks, menu, rest),
-        "predict_concurrent_totals_menu_fresh": lambda: lm.predict_concurrent_totals(
+        "predict_concurrent_table_menu_fresh": lambda: lm.predict_concurrent_table(
             Batch.decode_steps(ctx), Batch([4096, 600], [0, 0]), menu, rest),
     }
     results = {name: _time(fn, args.calls) for name, fn in cases.items()}

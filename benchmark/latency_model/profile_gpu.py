@@ -1,7 +1,7 @@
 """Measure forward-iteration latency of Qwen3-8B-shaped layers on a GPU, for calibration.
 
     python benchmark/latency_model/profile_gpu.py --out samples.csv        # on the GPU machine
-    python -m sglang_duet.latency calibrate --samples samples.csv --out C.json
+    python -m sglang_duet.calibrate --samples samples.csv --out C.json
 
 torch only: random bf16 weights with Qwen3-8B's shapes (36 layers, GQA, q/k norm, RoPE, SiLU MLP,
 LM head on each request's last row), attention through torch's scaled_dot_product_attention
@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT / "python") not in sys.path:
     sys.path.insert(0, str(ROOT / "python"))
 
+from sglang_duet.calibrate.samples import Sample, write_samples  # noqa: E402
 from sglang_duet.latency import Batch, LatencyModel, ModelSpec, get_hardware, get_model  # noqa: E402
-from sglang_duet.latency.samples import Sample, write_samples  # noqa: E402
 
 PREFILL_Q = (256, 1024, 2048, 4096, 8192)
 PREFILL_C = (0, 4096, 16384)
@@ -54,7 +54,7 @@ class Args:
 
 def build_grid(model: ModelSpec, kv_budget_bytes: float) -> list[Batch]:
     """Batches to measure, smallest first, without those whose KV cache exceeds the budget."""
-    from sglang_duet.latency.samples import parse_batch
+    from sglang_duet.calibrate.samples import parse_batch
 
     grid = [Batch.prefill(q, c) for c in PREFILL_C for q in PREFILL_Q]
     grid += [Batch.decode(n, c) for n in DECODE_N for c in DECODE_C]

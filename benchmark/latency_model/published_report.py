@@ -5,7 +5,7 @@
 Reads ``benchmark/latency_model/published/reference.csv`` (its README says where every row comes
 from and how end-to-end figures became iteration times), fits the efficiency factors and the
 host-overhead term to the Hopper rows (H100 SXM and H200: the same GH100 silicon) with
-`sglang_duet.latency.fit`, and scores three models on every row the model can be held to:
+`sglang_duet.calibrate.fit`, and scores three models on every row the model can be held to:
 
 * ``roofline``: the model before the host term (every host parameter 0);
 * ``uncalibrated``: the default `Calibration` (priors plus the published host defaults);
@@ -27,10 +27,10 @@ from dataclasses import replace
 import numpy as np
 
 from benchmark.stamp import ROOT, write_result
+from sglang_duet.calibrate.fit import calibrate_kfold, kfold_predictions, predict_samples
+from sglang_duet.calibrate.published import PublishedRow, chunk_chain, read_published, usable
 from sglang_duet.latency import Calibration, LatencyModel, get_hardware
 from sglang_duet.latency.calibration import CALIBRATION_DIR
-from sglang_duet.latency.fit import calibrate_kfold, kfold_predictions, predict_samples
-from sglang_duet.latency.published import PublishedRow, chunk_chain, read_published, usable
 
 CSV = ROOT / "benchmark" / "latency_model" / "published" / "reference.csv"
 OUT = ROOT / "benchmark" / "results" / "latency_model" / "published"

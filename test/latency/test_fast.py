@@ -1,5 +1,5 @@
-"""The fast path (fast.py) equals the reference (reference.py), and the vectorised menu scoring
-equals the scalar prediction bit for bit."""
+"""The fast path (latency/fast/) equals the reference (reference.py), and the vectorised menu
+scoring equals the scalar prediction bit for bit."""
 
 from __future__ import annotations
 
@@ -37,23 +37,24 @@ def _batch(pairs, sample=None):
     return Batch(q, c, sample)
 
 
-def _menu(draw, num_sms):
-    sizes = draw(st.lists(st.integers(1, num_sms), min_size=1, max_size=70))
-    return tuple(sizes)
+def _alone_equal_predict(lm, dec, pre, sd, sp):
+    """The menu-wide table's times alone equal scalar `predict` at every pair, bit for bit."""
+    tab = lm.predict_concurrent_table(dec, pre, sd, sp)
+    for i, (a, b) in enumerate(zip(sd, sp, strict=True)):
+        assert tab.decode_alone_s[i] == lm.predict(dec, a, host="lookahead").total_s
+        assert tab.prefill_alone_s[i] == lm.predict(pre, b, host="spatial").total_s
 
 
 @SETTINGS
 @given(st.lists(rows, max_size=300), MODELS, HARDWARE, calibrations(), st.data())
-def test_predict_many_equals_predict(make_lm, reqs, model, hw, cal, data):
+def test_table_equals_predict_on_any_batch(make_lm, reqs, model, hw, cal, data):
     lm = make_lm(model[0], hw, model[1], cal)
     sample = data.draw(st.lists(st.booleans(), min_size=len(reqs), max_size=len(reqs)))
     b = _batch(reqs, sample if data.draw(st.booleans()) else None)
-    sms = _menu(data.draw, lm.hardware.num_sms)
-    many = lm.predict_many(b, sms)
-    for i, s in enumerate(sms):
-        one = lm.predict(b, s)
-        assert many.at(i) == one  # every field, bit for bit
-        assert many.total_s[i] == one.total_s
+    total = lm.hardware.num_sms
+    sd = tuple(data.draw(st.lists(st.integers(2, total - 2), min_size=1, max_size=70)))
+    sd = tuple(s - s % 2 for s in sd)
+    _alone_equal_predict(lm, b, b, sd, tuple(total - s for s in sd))
 
 
 @SETTINGS
@@ -67,13 +68,11 @@ def test_concurrent_totals_equal_predict_concurrent(make_lm, ctx, pre, model, hw
     sd = data.draw(st.lists(st.integers(2, total - 2), min_size=1, max_size=70))
     sd = tuple(s - s % 2 for s in sd)
     sp = tuple(total - s for s in sd)
-    t_d, t_p = lm.predict_concurrent_totals(dec, pb, sd, sp)
     tab = lm.predict_concurrent_table(dec, pb, sd, sp)
     for i, (a, b) in enumerate(zip(sd, sp, strict=True)):
         d, p = lm.predict_concurrent(dec, pb, a, b)
-        assert (t_d[i], t_p[i]) == (d.total_s, p.total_s)
-        assert tab.decode_alone_s[i] == lm.predict(dec, a, host="lookahead").total_s
-        assert tab.prefill_alone_s[i] == lm.predict(pb, b, host="spatial").total_s
+        assert (tab.decode_s[i], tab.prefill_s[i]) == (d.total_s, p.total_s)
+    _alone_equal_predict(lm, dec, pb, sd, sp)
 
 
 @SETTINGS
@@ -81,7 +80,7 @@ def test_concurrent_totals_equal_predict_concurrent(make_lm, ctx, pre, model, hw
                 max_size=70), st.floats(0.0, 1e13), st.floats(0.0, 1e13))
 def test_combine_totals_equals_combine(make_lm, pairs, bytes_d, bytes_p):
     lm = make_lm()
-    cap = lm.bandwidth_cap()
+    cap = lm.bandwidth_cap
     t_d = np.array([p[0] for p in pairs])
     t_p = np.array([p[1] for p in pairs])
     for positive in (True, False):
@@ -169,11 +168,9 @@ def test_rows_split_between_compute_and_memory(make_lm, dec_eff, pre_eff, ctx, p
     cal = Calibration(attn_decode_compute=dec_eff, attn_decode_bw=1.0,
                       attn_prefill_compute=pre_eff, attn_prefill_bw=0.6)
     lm = make_lm(calibration=cal)
-    sms = tuple(range(2, 133, 2))
+    sd = tuple(range(2, 131, 2))
     for b in (Batch.decode_steps(ctx), _batch(pre), _batch(pre + [(1, c) for c in ctx])):
-        many = lm.predict_many(b, sms)
-        for i, s in enumerate(sms):
-            assert many.at(i) == lm.predict(b, s)
+        _alone_equal_predict(lm, b, b, sd, tuple(132 - s for s in sd))
 
 
 # --- the fast path against the reference (reference.py: each operator written once) ---------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sglang_duet.latency import Batch, Calibration
@@ -32,7 +34,7 @@ def test_lookahead_steps_cost_less_host_than_scheduled_steps(make_lm, k):
 
 
 def test_join_only_in_spatial_plans(make_lm):
-    lm_j, lm_0 = make_lm(calibration=HOST), make_lm(calibration=HOST.with_values(join_s=0.0))
+    lm_j, lm_0 = make_lm(calibration=HOST), make_lm(calibration=replace(HOST, join_s=0.0))
     mixed = (DEC, PRE)
     assert lm_j.predict_union(*mixed) == lm_0.predict_union(*mixed)  # aggregated: no join
     assert lm_j.predict(DEC) == lm_0.predict(DEC)

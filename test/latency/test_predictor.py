@@ -6,8 +6,6 @@ import numpy as np
 import pytest
 
 from sglang_duet.latency import Batch, Breakdown
-from sglang_duet.latency.features import build_features
-from sglang_duet.latency.samples import Sample
 
 MIXED = [(1, 4096), (1, 300), (2048, 0), (512, 10000), (1, 70000)]
 
@@ -62,18 +60,6 @@ class TestBasics:
         lm = make_lm(tp=2)
         rows = lm.explain(MIXED, sms=64)
         assert sum(r["seconds"] for r in rows) == pytest.approx(lm.predict(MIXED, 64).total_s)
-
-    def test_features_reproduce_predict(self, make_lm):
-        lm = make_lm(hardware="a100-80g", tp=2)
-        batches = [MIXED, [(8192, 0)], [(1, 100)] * 30]
-        samples = [Sample("a100-80g", "qwen3-8b", 2, sms, Batch.from_pairs(b), 1.0)
-                   for b in batches for sms in (None, 40)]
-        feat = build_features(samples)
-        cal = lm.calibration
-        pred = feat.predict(feat.to_vector(cal),
-                            feat.curve(lm.hardware.bw_knee, lm.hardware.bw_hill))
-        expect = [lm.predict(s.batch, s.sms).total_s for s in samples]
-        np.testing.assert_allclose(pred, expect, rtol=1e-12)
 
 
 class TestMonotonic:

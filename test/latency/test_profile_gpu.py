@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from benchmark.latency_model import profile_gpu as pg
+from sglang_duet.calibrate.fit import calibrate
+from sglang_duet.calibrate.samples import read_samples
 from sglang_duet.latency import Batch, ModelSpec, get_model
-from sglang_duet.latency.fit import calibrate
-from sglang_duet.latency.samples import read_samples
 
 TINY = ModelSpec("tiny", num_layers=2, hidden=64, num_heads=4, num_kv_heads=2, head_dim=16,
                  intermediate=128, vocab=100, qk_norm=True)

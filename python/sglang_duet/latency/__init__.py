@@ -10,7 +10,7 @@ from .batch import Batch, BatchLike, as_batch
 from .calibration import Calibration
 from .hardware import HARDWARE, HardwareSpec, get_hardware
 from .model import MODELS, ModelSpec, get_model
-from .predictor import Breakdown, Breakdowns, LatencyModel
+from .predictor import Breakdown, LatencyModel
 
 __all__ = [
     "HARDWARE",
@@ -18,7 +18,6 @@ __all__ = [
     "Batch",
     "BatchLike",
     "Breakdown",
-    "Breakdowns",
     "Calibration",
     "HardwareSpec",
     "LatencyModel",

@@ -1,4 +1,4 @@
-"""Entry point: python -m sglang_duet.latency {explain,calibrate} ..."""
+"""Entry point: python -m sglang_duet.latency explain ..."""
 
 from __future__ import annotations
 

@@ -110,9 +110,6 @@ class Calibration:
         """(compute, bandwidth) efficiency of an operator class."""
         return getattr(self, f"{cls}_compute"), getattr(self, f"{cls}_bw")
 
-    def with_values(self, **kwargs: Any) -> Calibration:
-        return replace(self, **kwargs)
-
     def without_host(self) -> Calibration:
         """The same device model with no host overhead: for kernels timed on their own streams
         (microbenchmarks), where no serving loop runs."""

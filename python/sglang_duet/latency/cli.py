@@ -1,4 +1,4 @@
-"""`python -m sglang_duet.latency {explain,calibrate}`: inspect predictions, fit calibrations."""
+"""`python -m sglang_duet.latency explain`: one batch's prediction, operator by operator."""
 
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import numpy as np
 from .batch import Batch
 from .calibration import Calibration
 from .hardware import HARDWARE, get_hardware
-from .model import MODELS
+from .model import MODELS, resolve_model
 from .predictor import LatencyModel
-from .reference import format_table
 
 _PREFILL = re.compile(r"^(\d+)(?:@(\d+))?$")
 _DECODE = re.compile(r"^(\d+)x(\d+)$")
@@ -29,7 +28,7 @@ class UsageError(Exception):
     """Bad user input: reported as one line, exit code 2."""
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line instead of usage + message
         self.exit(2, f"{self.prog}: error: {message}\n")
 
@@ -65,9 +64,7 @@ def build_batch(prefills: Sequence[str], decodes: Sequence[str]) -> Batch:
     return Batch(np.array(q, np.int64), np.array(c, np.int64))
 
 
-def _model(name: str, tp: int):
-    from .features import resolve_model
-
+def load_model(name: str, tp: int):
     if name not in MODELS and not Path(name).exists():
         raise UsageError(f"unknown model {name!r}; accepted: {', '.join(sorted(MODELS))} "
                          "or a path to a Hugging Face config.json")
@@ -77,12 +74,25 @@ def _model(name: str, tp: int):
         raise UsageError(f"model {name!r}: {e}") from None
 
 
+def format_table(rows: list[dict[str, object]]) -> str:
+    total = sum(float(r["seconds"]) for r in rows) or 1.0
+    lines = [f"{'operator':<16}{'class':<14}{'count':>6}{'GFLOP':>12}{'GB':>10}"
+             f"{'ms':>10}{'share':>8}  bound"]
+    for r in rows:
+        s = float(r["seconds"])
+        lines.append(
+            f"{r['name']!s:<16}{r['class']!s:<14}{r['count']!s:>6}{float(r['flops']) / 1e9:>12.1f}"
+            f"{float(r['bytes']) / 1e9:>10.3f}{s * 1e3:>10.3f}{s / total:>8.1%}  {r['bound']}"
+        )
+    return "\n".join(lines)
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     if args.hardware not in HARDWARE:
         raise UsageError(f"unknown hardware {args.hardware!r}; accepted: "
                          f"{', '.join(sorted(HARDWARE))}")
     hw = get_hardware(args.hardware)
-    model = _model(args.model, args.tp)
+    model = load_model(args.model, args.tp)
     if args.sms is not None and not (1 <= args.sms <= hw.num_sms):
         raise UsageError(f"bad --sms {args.sms}; accepted: 1..{hw.num_sms} on {hw.name}")
     cal = None
@@ -108,55 +118,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _published_samples(path: str, gpus: str | None) -> list:
-    from .published import read_published, usable
-
-    rows = usable(read_published(path), tuple(gpus.split(",")) if gpus else None)
-    if not rows:
-        raise UsageError(f"no usable rows in {path} for --gpus {gpus}")
-    return [r.sample() for r in rows]
-
-
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    from .fit import calibrate, calibrate_kfold
-    from .samples import read_samples
-
-    if (args.samples is None) == (args.published is None):
-        raise UsageError("give exactly one of --samples CSV or --published CSV")
-    try:
-        samples = (read_samples(args.samples) if args.samples
-                   else _published_samples(args.published, args.gpus))
-        prior = Calibration.load(args.prior) if args.prior else None
-        name = args.name or Path(args.out).stem
-        keep = tuple(k for k in (args.keep or "").split(",") if k)
-        if args.kfold:
-            result = calibrate_kfold(samples, args.kfold, prior, name=name, keep=keep)
-        else:
-            result = calibrate(samples, prior, name=name, holdout_every=args.holdout_every,
-                               keep=keep)
-    except (ValueError, OSError) as e:
-        raise UsageError(str(e).splitlines()[0]) from None
-    result.calibration.save(args.out)
-    cal = result.calibration
-    effs = ", ".join(f"{k}={getattr(cal, k):.3f}" for k in Calibration.efficiency_names())
-    print(f"fitted {result.n_train} samples -> {args.out}: {effs}")
-    if cal.bw_knee is not None:
-        print(f"bandwidth curve: knee={cal.bw_knee:.4f} hill={cal.bw_hill:.3f}")
-    print(f"host: {cal.iteration_overhead_s * 1e6:.1f} us per pass, "
-          f"{cal.request_overhead_s * 1e6:.1f} us per row, {cal.launch_layer_s * 1e6:.1f} us per "
-          f"eager layer; train MAPE "
-          f"{result.train_mape:.2%}")
-    if result.heldout_mape is None:
-        print("held-out: no samples")
-    else:
-        print(f"held-out: n={result.n_heldout} MAPE={result.heldout_mape:.2%} "
-              f"P90={result.heldout_p90:.2%}")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m sglang_duet.latency", description=__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+    p = Parser(prog="python -m sglang_duet.latency", description=__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=Parser)
     e = sub.add_parser("explain", help="predict one batch and show the per-operator breakdown")
     e.add_argument("--model", required=True, help=f"one of {', '.join(sorted(MODELS))} or a "
                    "Hugging Face config path")
@@ -170,22 +134,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="N decode requests with C cached tokens each (repeatable)")
     e.add_argument("--json", action="store_true", help="print one JSON object")
     e.set_defaults(func=cmd_explain)
-    c = sub.add_parser("calibrate", help="fit efficiency factors to measured samples")
-    c.add_argument("--samples", default=None, help="CSV (see sglang_duet.latency.samples)")
-    c.add_argument("--published", default=None,
-                   help="published-measurements CSV (see sglang_duet.latency.published)")
-    c.add_argument("--gpus", default=None, help="with --published: comma-separated GPUs to "
-                   "fit (default: every usable row)")
-    c.add_argument("--kfold", type=int, default=0,
-                   help="report the held-out error of K folds (and fit on every row)")
-    c.add_argument("--keep", default=None, help="comma-separated parameters held at the prior "
-                   "(e.g. attn_decode_bw when no sample reaches long contexts)")
-    c.add_argument("--out", required=True, help="calibration JSON to write")
-    c.add_argument("--name", default=None, help="calibration name (default: --out's stem)")
-    c.add_argument("--prior", default=None, help="starting calibration (name or path)")
-    c.add_argument("--holdout-every", type=int, default=5,
-                   help="without a split column, hold out every n-th row (default 5)")
-    c.set_defaults(func=cmd_calibrate)
     return p
 
 

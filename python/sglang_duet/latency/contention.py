@@ -18,19 +18,14 @@ import numpy as np
 from .breakdown import Breakdown
 
 
-def progress_rate(cap: float, a: Breakdown, b: Breakdown) -> float:
-    """Progress rate (<= 1) of two overlapping iterations sharing `cap` B/s."""
-    if a.total_s <= 0.0 or b.total_s <= 0.0:
-        return 1.0
-    demand = a.bytes / a.total_s + b.bytes / b.total_s
-    return 1.0 if demand <= cap else cap / demand
-
-
 def combine(cap: float, d: Breakdown, p: Breakdown) -> tuple[Breakdown, Breakdown]:
     """(d, p) predicted alone -> (d, p) when they overlap; see the module docstring."""
-    rho = progress_rate(cap, d, p)
-    if rho >= 1.0:
+    if d.total_s <= 0.0 or p.total_s <= 0.0:
         return d, p
+    demand = d.bytes / d.total_s + p.bytes / p.total_s
+    if demand <= cap:
+        return d, p
+    rho = cap / demand
     short, long_ = (d, p) if d.total_s <= p.total_s else (p, d)
     short_new = short.total_s / rho
     long_new = long_.total_s + short.total_s * (1.0 / rho - 1.0)

@@ -94,46 +94,18 @@ def knee_for(frac: float, reach: float, hill: float) -> float:
 _HILL = 1.5
 _KNEE = knee_for(0.2, 0.6, _HILL)
 
+# Fields: name, SMs, SMs per TPC, FLOP/s, HBM B/s, HBM bytes, NVLink B/s per direction, curve.
 HARDWARE: dict[str, HardwareSpec] = {
     # NVIDIA H100 SXM5 datasheet: 989 TFLOP/s dense BF16 tensor (1979 with sparsity), 3.35 TB/s
     # HBM3, 80 GB, 132 SMs (66 TPCs of 2 SMs), NVLink 4 900 GB/s bidirectional = 450 GB/s each way.
-    "h100-sxm": HardwareSpec(
-        name="h100-sxm",
-        num_sms=132,
-        sms_per_tpc=2,
-        flops=989e12,
-        hbm_bw=3.35e12,
-        hbm_bytes=80 * 10**9,
-        link_bw=450e9,
-        bw_knee=_KNEE,
-        bw_hill=_HILL,
-    ),
+    "h100-sxm": HardwareSpec("h100-sxm", 132, 2, 989e12, 3.35e12, 80 * 10**9, 450e9, _KNEE, _HILL),
     # NVIDIA H200 SXM datasheet: same GH100 compute as H100 SXM (989 TFLOP/s dense BF16, 132
     # SMs), 4.8 TB/s HBM3e, 141 GB, NVLink 4 at 450 GB/s per direction.
-    "h200": HardwareSpec(
-        name="h200",
-        num_sms=132,
-        sms_per_tpc=2,
-        flops=989e12,
-        hbm_bw=4.8e12,
-        hbm_bytes=141 * 10**9,
-        link_bw=450e9,
-        bw_knee=_KNEE,
-        bw_hill=_HILL,
-    ),
+    "h200": HardwareSpec("h200", 132, 2, 989e12, 4.8e12, 141 * 10**9, 450e9, _KNEE, _HILL),
     # NVIDIA A100 80GB SXM datasheet: 312 TFLOP/s dense BF16, 2.039 TB/s HBM2e, 80 GB, 108 SMs
     # (54 TPCs), NVLink 3 600 GB/s bidirectional = 300 GB/s each way.
-    "a100-80g": HardwareSpec(
-        name="a100-80g",
-        num_sms=108,
-        sms_per_tpc=2,
-        flops=312e12,
-        hbm_bw=2.039e12,
-        hbm_bytes=80 * 10**9,
-        link_bw=300e9,
-        bw_knee=_KNEE,
-        bw_hill=_HILL,
-    ),
+    "a100-80g": HardwareSpec("a100-80g", 108, 2, 312e12, 2.039e12, 80 * 10**9, 300e9, _KNEE,
+                             _HILL),
 }
 
 

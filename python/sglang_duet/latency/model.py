@@ -155,3 +155,12 @@ def get_model(name: str, tp: int = 1) -> ModelSpec:
     except KeyError:
         raise ValueError(f"unknown model {name!r}; accepted: {', '.join(sorted(MODELS))}") from None
     return spec.sharded(tp)
+
+
+def resolve_model(name: str | ModelSpec, tp: int) -> ModelSpec:
+    """A shape, a built-in model name, or a path to a Hugging Face config / model directory."""
+    if isinstance(name, ModelSpec):
+        return name.sharded(tp)
+    if name in MODELS or not os.path.exists(name):
+        return get_model(name, tp)
+    return ModelSpec.from_hf_config(name, tp=tp)

@@ -3,22 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from . import reference
 from .batch import BatchLike, as_batch
-from .breakdown import ZERO, Breakdown, Breakdowns
+from .breakdown import ZERO, Breakdown
 from .calibration import Calibration
-from .contention import combine, combine_totals, progress_rate
+from .contention import combine, combine_totals
 from .fast import Prepared, Rates, SmTable, check_pair, check_pairs
+from .fast.tables import OpSums
 from .hardware import HardwareSpec
 from .model import ModelSpec
 from .ops import attention_coeffs, layer_token_ops, lm_head_ops
 
-__all__ = ["ZERO", "Breakdown", "Breakdowns", "ConcurrentTable", "LatencyModel"]
+__all__ = ["ZERO", "Breakdown", "ConcurrentTable", "LatencyModel"]
 
 
 class ConcurrentTable(NamedTuple):
@@ -30,26 +30,14 @@ class ConcurrentTable(NamedTuple):
     prefill_alone_s: np.ndarray
 
 
-@dataclass(frozen=True, slots=True)
-class OpSums:
-    """FLOP and byte coefficients summed over one layer's token operators and the LM head."""
-
-    tok_f: float
-    tok_b: float
-    tok_w: float
-    head_f: float
-    head_b: float
-    head_w: float
-
-
 class LatencyModel:
     """Predicts iteration latency of `model` on `hardware` (see docs/architecture.md).
 
-    `predict` and the menu-wide `predict_many` / `predict_concurrent_table` run on `fast.py`,
-    which equals `reference.predict` (tests); `explain` runs on the reference itself.
-    Host overhead (`host_s`): `predict` times a CPU-scheduled pass; in `predict_concurrent` the
-    decode side is one step of a look-ahead run and the prefill side carries the iteration's
-    once-costs (`reference.host_seconds`).
+    `predict`, `predict_union` and the menu-wide `predict_concurrent_table` run on the fast path
+    (`fast/`), which equals `reference.predict` (tests); `explain` runs on the reference itself.
+    Host overhead: `predict` times a CPU-scheduled pass; in `predict_concurrent` the decode side
+    is one step of a look-ahead run and the prefill side carries the iteration's once-costs
+    (`reference.host_fixed`).
     """
 
     def __init__(
@@ -61,31 +49,25 @@ class LatencyModel:
         self.hardware, self.model, self.calibration = hardware, model, cal
         self.token_ops, self.head_ops = layer_token_ops(model), lm_head_ops(model)
         self.att = attention_coeffs(model)
-        tok, head = self.token_ops, self.head_ops
-        self.op_sums = OpSums(
-            sum(op.f for op in tok), sum(op.b for op in tok), sum(op.w for op in tok),
-            sum(op.f for op in head), sum(op.b for op in head), sum(op.w for op in head),
-        )  # fmt: skip
+        self.op_sums = OpSums.of(self.token_ops, self.head_ops)
         self._rates: dict[int, Rates] = {}
         self._tables: dict[tuple[int, ...], SmTable] = {}
         self.memo_key = object()  # this model's slot in Batch.memo / KernelRows.memo
-        self._max_bw_eff = max(cal.efficiency(k)[1] for k in ("gemm", "elementwise",
-                                                                "attn_prefill", "attn_decode"))
         self._host = {(d, k): reference.host_fixed(model, cal, d, k)
                       for d in (False, True) for k in reference.HOST_KINDS}
-        self._host_row = {k: reference.host_per_row(cal, k) for k in reference.HOST_KINDS}
+        self._host_row = reference.host_per_row(cal)
+        self.bandwidth_cap = hardware.hbm_bw * max(  # B/s the device gives all partitions
+            cal.efficiency(k)[1] for k in ("gemm", "elementwise", "attn_prefill", "attn_decode"))
 
-    # --- shared terms ------------------------------------------------------------------------
     def link_seconds(self, tokens: int, rows: int) -> tuple[float, float]:
         """(all-reduce seconds per layer, logits-gather seconds) of a batch; 0 without TP."""
         return reference.link_seconds(self.model, self.hardware, self.calibration, tokens, rows)
 
     def host_seconds(self, decode_only: bool, kind: str = "scheduled", rows: int = 0) -> float:
         """Host overhead of one pass with `rows` sampling rows (`reference.host_seconds`)."""
-        if kind not in self._host_row:
-            raise ValueError(f"unknown host kind {kind!r}; accepted: "
-                             f"{', '.join(reference.HOST_KINDS)}")
-        return self._host[decode_only, kind] + rows * self._host_row[kind]
+        if (decode_only, kind) not in self._host:
+            reference.host_fixed(self.model, self.calibration, decode_only, kind)  # raises
+        return self._host[decode_only, kind] + rows * self._host_row
 
     def _rates_for(self, sms: int | None) -> Rates:
         key = self.hardware.usable_sms(sms)
@@ -101,38 +83,23 @@ class LatencyModel:
             tab = self._tables[key] = SmTable([self._rates_for(s) for s in key], key)
         return tab
 
-    def _host_of(self, p: Prepared, kind: str) -> float:
-        if not p.tokens:
-            return 0.0
-        return self._host[not p.pre.n, kind] + p.rows * self._host_row[kind]
+    def _predict(self, p: Prepared, sms: int | None, kind: str) -> Breakdown:
+        if p.tokens == 0:
+            return ZERO
+        host = self._host[not p.pre.n, kind] + p.rows * self._host_row
+        return p.predict(self._rates_for(sms), self.model.num_layers, host)
 
-    # --- prediction --------------------------------------------------------------------------
     def predict(self, batch: BatchLike, sms: int | None = None, host: str = "scheduled"
                 ) -> Breakdown:
         """Latency of one iteration of `batch` on `sms` SMs (None: all); `host`: which host
-        overhead the pass pays (`reference.host_seconds`; default a CPU-scheduled pass)."""
-        if host not in self._host_row:
+        overhead the pass pays (`reference.host_fixed`; default a CPU-scheduled pass)."""
+        if (True, host) not in self._host:
             self.host_seconds(True, host)  # raises, naming the kinds
         return self._predict(Prepared.of(self, as_batch(batch)), sms, host)
 
     def predict_union(self, a: BatchLike, b: BatchLike, sms: int | None = None) -> Breakdown:
         """``predict(a.concat(b), sms)``, bit for bit, without building the concatenation."""
         return self._predict(Prepared.union(self, as_batch(a), as_batch(b)), sms, "scheduled")
-
-    def _predict(self, p: Prepared, sms: int | None, kind: str) -> Breakdown:
-        if p.tokens == 0:
-            return ZERO
-        host = self._host[not p.pre.n, kind] + p.rows * self._host_row[kind]  # = _host_of
-        return p.predict(self._rates_for(sms), self.model.num_layers, host)
-
-    def predict_many(self, batch: BatchLike, sms: Sequence[int], host: str = "scheduled"
-                     ) -> Breakdowns:
-        """`predict(batch, s, host)` for every s in `sms` at once (one entry per SM count)."""
-        p = Prepared.of(self, as_batch(batch))
-        tab = self._table(sms)
-        if p.tokens == 0:
-            return Breakdowns.zero(len(tab.sms))
-        return tab.predict(p, self.model.num_layers, self._host_of(p, host))
 
     def predict_reference(self, batch: BatchLike, sms: int | None = None,
                           host: str = "scheduled") -> Breakdown:
@@ -146,40 +113,30 @@ class LatencyModel:
 
     def predict_concurrent(self, decode_batch: BatchLike, prefill_batch: BatchLike,
                            sms_decode: int, sms_prefill: int) -> tuple[Breakdown, Breakdown]:
-        """(decode step, prefill) latencies when both run at once on disjoint SM partitions.
-
-        Each side is first predicted alone on its partition, then `combine_concurrent` applies
-        the bandwidth contention (see `sglang_duet.latency.contention`).
-        """
+        """(decode step, prefill) latencies when both run at once on disjoint SM partitions:
+        each side alone on its partition, then the bandwidth contention (`contention.py`)."""
         check_pair(self.hardware, sms_decode, sms_prefill)
         d = self._predict(Prepared.of(self, as_batch(decode_batch)), sms_decode, "lookahead")
         p = self._predict(Prepared.of(self, as_batch(prefill_batch)), sms_prefill, "spatial")
-        return combine(self.bandwidth_cap(), d, p)
-
-    def predict_concurrent_totals(self, decode_batch: BatchLike, prefill_batch: BatchLike,
-                                  sms_decode: Sequence[int], sms_prefill: Sequence[int]
-                                  ) -> tuple[np.ndarray, np.ndarray]:
-        """``total_s`` of both sides of `predict_concurrent` for every partition pair
-        ``(sms_decode[i], sms_prefill[i])``: float64 arrays, bit for bit the scalar calls.
-        Pass the same sequences each time: their tables are cached."""
-        tab = self.predict_concurrent_table(decode_batch, prefill_batch, sms_decode, sms_prefill)
-        return tab.decode_s, tab.prefill_s
+        return combine(self.bandwidth_cap, d, p)
 
     def predict_concurrent_table(self, decode_batch: BatchLike, prefill_batch: BatchLike,
                                  sms_decode: Sequence[int], sms_prefill: Sequence[int]
                                  ) -> ConcurrentTable:
-        """Like `predict_concurrent_totals`, also keeping each side's time alone."""
+        """`predict_concurrent` totals for every pair ``(sms_decode[i], sms_prefill[i])``, bit
+        for bit the scalar calls, plus each side's time alone. Pass the same sequences each
+        time: their tables are cached."""
         tab_d, tab_p = self._table(sms_decode), self._table(sms_prefill)
         check_pairs(self.hardware, tab_d, tab_p)
         pd = Prepared.of(self, as_batch(decode_batch))
         pp = Prepared.of(self, as_batch(prefill_batch))
         L = self.model.num_layers
         # a non-empty batch takes > 0 s at every SM count (it reads the weights)
-        t_d = (tab_d.totals(pd, L, self._host_of(pd, "lookahead")) if pd.tokens
-               else np.zeros(len(tab_d.sms)))
-        t_p = (tab_p.totals(pp, L, self._host_of(pp, "spatial")) if pp.tokens
-               else np.zeros(len(tab_p.sms)))
-        c_d, c_p = combine_totals(self.bandwidth_cap(), t_d, pd.nbytes, t_p, pp.nbytes,
+        t_d = (tab_d.totals(pd, L, self._host[not pd.pre.n, "lookahead"] + pd.rows
+                            * self._host_row) if pd.tokens else np.zeros(len(tab_d.sms)))
+        t_p = (tab_p.totals(pp, L, self._host[not pp.pre.n, "spatial"] + pp.rows
+                            * self._host_row) if pp.tokens else np.zeros(len(tab_p.sms)))
+        c_d, c_p = combine_totals(self.bandwidth_cap, t_d, pd.nbytes, t_p, pp.nbytes,
                                   positive=bool(pd.tokens and pp.tokens))
         return ConcurrentTable(c_d, c_p, t_d, t_p)
 
@@ -188,19 +145,6 @@ class LatencyModel:
         token-level operators' compute alone (so ``predict(b, s).total_s >= floor * tokens``,
         also under contention)."""
         return self.model.num_layers * self._table(sms).floor
-
-    def combine_concurrent(self, decode: Breakdown, prefill: Breakdown
-                           ) -> tuple[Breakdown, Breakdown]:
-        """(decode, prefill) predicted alone on their partitions -> both under contention."""
-        return combine(self.bandwidth_cap(), decode, prefill)
-
-    def bandwidth_cap(self) -> float:
-        """Most HBM B/s the device delivers to all partitions together."""
-        return self.hardware.hbm_bw * self._max_bw_eff
-
-    def contention(self, a: Breakdown, b: Breakdown) -> float:
-        """Progress rate (<= 1) of two overlapping iterations sharing the device's bandwidth."""
-        return progress_rate(self.bandwidth_cap(), a, b)
 
     def explain(self, batch: BatchLike, sms: int | None = None) -> list[dict[str, object]]:
         """Per-operator rows (name, class, count, flops, bytes, seconds, bound) of one iteration;

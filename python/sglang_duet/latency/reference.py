@@ -2,14 +2,15 @@
 
 An iteration of a batch runs, on one GPU, the operators of `ops.py` in every layer (token-level
 operators over all T new tokens, one attention per request), the TP all-reduces, the LM head
-over the sampling rows, and the host's work (`host.py`). Each compute operator takes
+over the sampling rows, and the host's work (`host_seconds`). Each compute operator takes
 
     max(FLOPs / (compute(S) * eff_compute), bytes / (bandwidth(S) * eff_bw))      (`roofline_s`)
 
 with the efficiencies of its class (`Calibration`). Attention takes that max per request: a
 batch's rows may sit on both sides of the roofline. `predict` and `explain` below, and the
-calibration features (`features.py`), are all derived from `iteration_work`; `fast.py` evaluates
-the same sums rearranged for speed, and the property tests hold it to this module.
+calibration features (`sglang_duet.calibrate.features`), are all derived from `iteration_work`;
+`fast/` evaluates the same sums rearranged for speed, and the property tests hold it to this
+module.
 """
 
 from __future__ import annotations
@@ -141,24 +142,11 @@ def _row(name: str, cls: str, count: int, flops: float, nbytes: float, seconds: 
             "seconds": seconds, "bound": "compute" if compute_bound else "memory"}
 
 
-def format_table(rows: list[dict[str, object]]) -> str:
-    total = sum(float(r["seconds"]) for r in rows) or 1.0
-    lines = [f"{'operator':<16}{'class':<14}{'count':>6}{'GFLOP':>12}{'GB':>10}"
-             f"{'ms':>10}{'share':>8}  bound"]
-    for r in rows:
-        s = float(r["seconds"])
-        lines.append(
-            f"{r['name']!s:<16}{r['class']!s:<14}{r['count']!s:>6}{float(r['flops']) / 1e9:>12.1f}"
-            f"{float(r['bytes']) / 1e9:>10.3f}{s * 1e3:>10.3f}{s / total:>8.1%}  {r['bound']}"
-        )
-    return "\n".join(lines)
-
-
 def host_seconds(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str = "scheduled",
                  rows: int = 0) -> float:
     """Host seconds of one forward pass with `rows` sampling rows (see `Calibration` for the
     figures behind each term): ``host_fixed + rows * host_per_row``."""
-    return host_fixed(m, cal, decode_only, kind) + rows * host_per_row(cal, kind)
+    return host_fixed(m, cal, decode_only, kind) + rows * host_per_row(cal)
 
 
 def host_fixed(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str) -> float:
@@ -179,7 +167,7 @@ def host_fixed(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str) -> 
     raise ValueError(f"unknown host kind {kind!r}; accepted: {', '.join(HOST_KINDS)}")
 
 
-def host_per_row(cal: Calibration, kind: str) -> float:
+def host_per_row(cal: Calibration) -> float:
     """CPU seconds per sampling row (sample, stop check, detokenize): every pass pays it per
     token it produces, a look-ahead step as well."""
     return cal.request_overhead_s

@@ -11,17 +11,16 @@ request``. A test keeps
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from .calibration import CLASSES, Calibration
-from .hardware import HardwareSpec, bandwidth_curve, get_hardware
-from .model import MODELS, ModelSpec, get_model
-from .ops import allreduce_link_bytes, logits_gather_link_bytes
-from .reference import iteration_work
+from ..latency.calibration import CLASSES, Calibration
+from ..latency.hardware import HardwareSpec, bandwidth_curve, get_hardware
+from ..latency.model import resolve_model
+from ..latency.ops import allreduce_link_bytes, logits_gather_link_bytes
+from ..latency.reference import iteration_work
 from .samples import Sample
 
 # Calibration parameters in design-matrix column order: two per class (inverse efficiencies),
@@ -31,15 +30,6 @@ PARAMS = tuple(f"{k}_{p}" for k in CLASSES for p in ("compute", "bw")) + (
     "link", "allreduce_latency_s", *HOST)
 N_INV = 2 * len(CLASSES) + 1  # parameters stored as 1 / efficiency
 _CLS = {k: i for i, k in enumerate(CLASSES)}
-
-
-def resolve_model(name: str | ModelSpec, tp: int) -> ModelSpec:
-    """A shape, a built-in model name, or a path to a Hugging Face config / model directory."""
-    if isinstance(name, ModelSpec):
-        return name.sharded(tp)
-    if name in MODELS or not os.path.exists(name):
-        return get_model(name, tp)
-    return ModelSpec.from_hf_config(name, tp=tp)
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,37 +1,20 @@
-"""The fast path: `reference.py`'s arithmetic rearranged for the planner's 100 us budget.
-
-Everything in this module exists only because `DuetPolicy.plan()` scores a whole SM menu
-(~65 partition pairs) every iteration within about 100 us (`benchmark/policy/decision_cost.py`),
-and the simulator predicts millions of iterations. Nothing here changes a prediction: the
-property tests (`test/latency/test_fast.py`) hold `predict` to `reference.predict` and
-`predict_many` / `predict_concurrent_table` to `predict` bit for bit. The tricks:
-
-* `Rates`: per SM count, every operator's seconds per token with the efficiencies folded in, so
-  a token-level operator costs ``max(kf * T, kb * T + kw)``; memoised per (tokens, rows), which
-  repeat from one iteration to the next.
-* `Prepared`: what one model derives from one batch once (kept in `Batch.memo`).
-* `AttnRows`: attention of one kernel's rows, ``sum_i max(A_i * x, M_i * y)`` (A_i keys row i
-  attends, ``M_i = bytes_per_q * q_i + bytes_per_kv * kv_i`` its bytes, x and y seconds per key
-  and per byte). Row i is compute-bound when ``A_i / M_i > t = y / x``; with the rows sorted by
-  that ratio the sum is ``x * (A of compute-bound rows) + y * (M of the others)``, exact integer
-  sums. Usually every row is on one side (decode rows are memory-bound ~60x on Hopper), which
-  one comparison against the extreme ratios detects; the sorted split is built only otherwise.
-* `SmTable`: the rates of a tuple of SM counts as (operators x SM counts) arrays; the vectorised
-  evaluation repeats the scalar one's floating-point operations elementwise, in the same order.
-"""
+"""Per-SM-count rates and per-batch preparation: the scalar and menu-wide evaluations."""
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .batch import NO_ROWS, Batch, KernelRows
-from .breakdown import Breakdown, Breakdowns
+from ..breakdown import Breakdown
+from .attention import AttnRows
+from .rows import KernelRows
+
+if TYPE_CHECKING:
+    from ..batch import Batch
 
 MEMO_KEEP = 256  # (tokens, rows) entries kept per SM count / table
-_SPLIT_PY = 48  # rows up to which the sorted split is built in plain Python
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,137 +74,22 @@ class Rates:
         return hit
 
 
-class _Split:
-    """Rows sorted by ratio (ascending); for k = 0..n compute-bound rows (the k largest ratios):
-    ``ac[k]``, A of those rows, and ``mm[k]``, M of the others. Lists, and arrays on demand."""
 
-    __slots__ = ("ratios", "ac", "mm", "_arrays")
+@dataclass(frozen=True, slots=True)
+class OpSums:
+    """FLOP and byte coefficients summed over one layer's token operators and the LM head."""
 
-    def __init__(self, ratios: list[float], ac: list[float], mm: list[float]) -> None:
-        self.ratios, self.ac, self.mm = ratios, ac, mm
-        self._arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if self._arrays is None:
-            self._arrays = (np.array(self.ratios), np.array(self.ac), np.array(self.mm))
-        return self._arrays
+    tok_f: float
+    tok_b: float
+    tok_w: float
+    head_f: float
+    head_b: float
+    head_w: float
 
     @classmethod
-    def of(cls, q_rows, c_rows, bpq: float, bpkv: float) -> _Split:
-        if len(q_rows) <= _SPLIT_PY:
-            return cls._of_py(_ints(q_rows), _ints(c_rows), bpq, bpkv)
-        q = np.asarray(q_rows, np.int64)
-        c = np.asarray(c_rows, np.int64)
-        att = q * c + q * (q + 1) // 2
-        kv = c + q
-        ratio = att.astype(np.float64) / (bpq * q.astype(np.float64)
-                                          + bpkv * kv.astype(np.float64))
-        order = np.argsort(ratio, kind="stable")
-        ratio, att, q, kv = ratio[order], att[order], q[order], kv[order]
-        zero = np.zeros(1, np.int64)
-        a_top = np.concatenate([zero, np.cumsum(att[::-1])])  # A of the k largest ratios
-        q_low = np.concatenate([zero, np.cumsum(q)])[::-1]  # q and kv of the n - k others
-        kv_low = np.concatenate([zero, np.cumsum(kv)])[::-1]
-        ac = a_top.astype(np.float64)
-        mm = bpq * q_low.astype(np.float64) + bpkv * kv_low.astype(np.float64)
-        sp = cls(ratio.tolist(), ac.tolist(), mm.tolist())
-        sp._arrays = (ratio, ac, mm)
-        return sp
-
-    @classmethod
-    def _of_py(cls, qs: list[int], cs: list[int], bpq: float, bpkv: float) -> _Split:
-        """The same values as the numpy build (exact int sums, each converted once); faster
-        for a few rows (prefill chunks)."""
-        att = [qi * ci + qi * (qi + 1) // 2 for qi, ci in zip(qs, cs, strict=True)]
-        kv = [ci + qi for qi, ci in zip(qs, cs, strict=True)]
-        ratio = [a / (bpq * float(qi) + bpkv * float(k)) for a, qi, k in zip(att, qs, kv,
-                                                                               strict=True)]
-        order = sorted(range(len(qs)), key=ratio.__getitem__)  # stable, like argsort(stable)
-        a_top, cq, ckv = [0], [0], [0]
-        for i in reversed(order):
-            a_top.append(a_top[-1] + att[i])
-        for i in order:
-            cq.append(cq[-1] + qs[i])
-            ckv.append(ckv[-1] + kv[i])
-        n = len(qs)
-        mm = [bpq * float(cq[n - k]) + bpkv * float(ckv[n - k]) for k in range(n + 1)]
-        return cls([ratio[i] for i in order], [float(a) for a in a_top], mm)
-
-
-class AttnRows:
-    """Attention of one kernel's rows for one model (see the module docstring)."""
-
-    __slots__ = ("n", "a_all", "m_all", "r_lo", "r_hi", "_rows", "_bpq", "_bpkv", "_split")
-
-    def __init__(self, rows: KernelRows, bpq: float, bpkv: float, decode: bool) -> None:
-        self.n = rows.n
-        # the row arrays, not `rows` itself: rows.memo holds this object (no reference cycle)
-        self._rows = (rows.q_rows, rows.c_rows)
-        self._bpq, self._bpkv = bpq, bpkv
-        self._split: _Split | None = None
-        self.a_all = float(rows.attended)
-        self.m_all = bpq * float(rows.q) + bpkv * float(rows.kv)
-        self.r_lo = self.r_hi = 0.0
-        if decode and rows.n:  # A = kv = c + 1 and q = 1: the ratio grows with c
-            lo, hi = float(rows.c_min + 1), float(rows.c_max + 1)
-            self.r_lo = lo / (bpq * 1.0 + bpkv * lo)
-            self.r_hi = hi / (bpq * 1.0 + bpkv * hi)
-        elif rows.n > _SPLIT_PY:
-            ratios = self.split().ratios
-            self.r_lo, self.r_hi = ratios[0], ratios[-1]
-        elif rows.n:  # few rows (prefill chunks): extreme ratios in Python
-            ratio = [(qi * ci + qi * (qi + 1) // 2) / (bpq * qi + bpkv * (ci + qi))
-                     for qi, ci in zip(_ints(rows.q_rows), _ints(rows.c_rows), strict=True)]
-            self.r_lo, self.r_hi = min(ratio), max(ratio)
-
-    @classmethod
-    def of(cls, rows: KernelRows, key: object, bpq: float, bpkv: float, decode: bool
-           ) -> AttnRows:
-        """Cached per (rows, model): a concatenated batch reuses its parts' kernels."""
-        if not rows.n:
-            return _NO_ATTN
-        hit = rows.memo.get(key)
-        if hit is None:
-            hit = rows.memo[key] = cls(rows, bpq, bpkv, decode)
-        return hit
-
-    def split(self) -> _Split:
-        if self._split is None:
-            self._split = _Split.of(*self._rows, self._bpq, self._bpkv)
-        return self._split
-
-    def seconds(self, x: float, y: float, t: float) -> float:
-        if not self.n:
-            return 0.0
-        if t >= self.r_hi:
-            return y * self.m_all
-        if t < self.r_lo:
-            return x * self.a_all
-        sp = self.split()
-        k = self.n - bisect_right(sp.ratios, t)
-        return x * sp.ac[k] + y * sp.mm[k]
-
-    def seconds_many(self, x: np.ndarray, y: np.ndarray, t: np.ndarray, t_lo: float,
-                     t_hi: float) -> np.ndarray | float:
-        """`seconds` at every (x, y, t); t_lo/t_hi: min/max of t. 0.0 when there are no rows."""
-        if not self.n:
-            return 0.0
-        if t_lo >= self.r_hi:
-            return y * self.m_all
-        if t_hi < self.r_lo:
-            return x * self.a_all
-        ratios, ac, mm = self.split().arrays()
-        k = self.n - np.searchsorted(ratios, t, side="right")
-        k = np.where(t >= self.r_hi, 0, np.where(t < self.r_lo, self.n, k))
-        # k == 0: x * 0.0 + y * m_all == y * m_all; k == n: x * a_all + 0.0 == x * a_all
-        return x * ac[k] + y * mm[k]
-
-
-_NO_ATTN = AttnRows(NO_ROWS, 1.0, 1.0, True)
-
-
-def _ints(seq) -> list[int]:
-    return seq if type(seq) is list else np.asarray(seq).tolist()
+    def of(cls, token_ops, head_ops) -> OpSums:
+        return cls(*(sum(getattr(op, k) for op in ops) for ops in (token_ops, head_ops)
+                     for k in ("f", "b", "w")))
 
 
 class Prepared:
@@ -332,16 +200,6 @@ class SmTable:
         if host:
             s += host
         return s
-
-    def predict(self, p: Prepared, layers: int, host: float) -> Breakdowns:
-        tok, att, head = self._parts(p)
-        n = len(self.sms)
-        total = layers * (tok + att + p.comm) + head + host
-        full = np.broadcast_to  # scalar parts (no rows of that kind) as arrays
-        return Breakdowns(total, layers * tok, full(layers * att, (n,)).copy(),
-                          np.full(n, layers * p.comm),
-                          full(np.asarray(head, np.float64), (n,)).copy(), p.flops, p.nbytes,
-                          host)
 
 
 def row_sum(m: np.ndarray) -> np.ndarray:

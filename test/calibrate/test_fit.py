@@ -6,21 +6,21 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
-from sglang_duet.latency.fit import (
+from sglang_duet.calibrate.fit import (
     calibrate,
     calibrate_kfold,
     fit_efficiencies,
     kfold_predictions,
     relative_errors,
 )
-from sglang_duet.latency.samples import (
+from sglang_duet.calibrate.samples import (
     Sample,
     format_batch,
     parse_batch,
     read_samples,
     write_samples,
 )
+from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
 
 TRUE = Calibration(
     gemm_compute=0.62, gemm_bw=0.78, elementwise_bw=0.70, attn_prefill_compute=0.52,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .calibration import Calibration
+from ..latency.calibration import Calibration
 from .features import N_INV, PARAMS, Features, build_features
 from .samples import Sample
 

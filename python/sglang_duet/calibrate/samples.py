@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .batch import Batch
-from .model import ModelSpec
+from ..latency.batch import Batch
+from ..latency.model import ModelSpec
 
 FIELDS = ("hardware", "model", "tp", "sms", "batch", "seconds", "split")
 _GROUP = re.compile(r"^\s*(?:(\d+)\s*x\s*)?(\d+)\s*(?:@\s*(\d+))?\s*$")

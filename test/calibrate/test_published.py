@@ -1,4 +1,4 @@
-"""Published measurements as calibration samples (sglang_duet.latency.published)."""
+"""Published measurements as calibration samples (sglang_duet.calibrate.published)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_duet.latency.published import chunk_chain, read_published, usable
+from sglang_duet.calibrate.published import chunk_chain, read_published, usable
 
 CSV = Path(__file__).resolve().parents[2] / "benchmark/latency_model/published/reference.csv"
 HEAD = ("id,model,gpu,precision,tp,phase,prefill_tokens,decode_batch,context_tokens,metric,"

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .batch import Batch
-from .model import MODELS, ModelSpec
+from ..latency.batch import Batch
+from ..latency.model import MODELS, ModelSpec
 from .samples import Sample
 
 REQUIRED = ("id", "model", "gpu", "precision", "tp", "phase", "prefill_tokens", "decode_batch",

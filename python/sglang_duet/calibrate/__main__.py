@@ -1,0 +1,10 @@
+"""Entry point: python -m sglang_duet.calibrate --samples CSV | --published CSV --out JSON."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
