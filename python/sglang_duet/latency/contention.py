@@ -45,32 +45,17 @@ def combine_totals(
     positive: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """`combine` on arrays of alone totals (each side's bytes do not depend on its SMs).
-    ``positive``: the caller knows every time is > 0 (skips that check)."""
-    if not (positive or ((t_d > 0.0).all() and (t_p > 0.0).all())):
-        # an empty side (zero time): pair by pair, exactly as `combine` does
-        return _combine_each(cap, t_d, bytes_d, t_p, bytes_p)
-    demand = bytes_d / t_d + bytes_p / t_p
+    ``positive``: the caller knows every time is > 0 (skips the empty-side mask)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        demand = bytes_d / t_d + bytes_p / t_p
     # rho = 1 where demand fits: the formulas below then return t_d and t_p unchanged, exactly
     # (x / 1.0 == x, x + s * 0.0 == x)
     rho = cap / np.maximum(demand, cap)  # 1.0 exactly where the demand fits
+    if not positive:  # a pair with an empty side (zero time) runs unchanged, as in `combine`
+        rho = np.where((t_d > 0.0) & (t_p > 0.0), rho, 1.0)
     d_short = t_d <= t_p
     short = np.minimum(t_d, t_p)  # the same values as selecting by d_short
     long_ = np.maximum(t_d, t_p)
     short_new = short / rho
     long_new = long_ + short * (1.0 / rho - 1.0)
     return np.where(d_short, short_new, long_new), np.where(d_short, long_new, short_new)
-
-
-def _combine_each(
-    cap: float, t_d: np.ndarray, bytes_d: float, t_p: np.ndarray, bytes_p: float
-) -> tuple[np.ndarray, np.ndarray]:
-    out_d, out_p = [], []
-    for td, tp in zip(t_d.tolist(), t_p.tolist(), strict=True):
-        d, p = combine(cap, _total(td, bytes_d), _total(tp, bytes_p))
-        out_d.append(d.total_s)
-        out_p.append(p.total_s)
-    return np.array(out_d, np.float64), np.array(out_p, np.float64)
-
-
-def _total(t: float, nbytes: float) -> Breakdown:
-    return Breakdown(t, 0.0, 0.0, 0.0, 0.0, 0.0, nbytes)
