@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from benchmark.serving.launch import ROOT, Server, child_env, cuda_available
+from sglang_duet.local_server import ROOT, Server, child_env, cuda_available
 
 OUT_DIR = os.path.join(ROOT, "benchmark", "results", "overhead")
 TARGET_LOSS = 0.03

@@ -21,7 +21,7 @@ import tempfile
 import time
 from collections import Counter
 
-from benchmark.serving.launch import ROOT, Server, child_env
+from sglang_duet.local_server import ROOT, Server, child_env
 
 STDLIB = ("json/", "logging/", "dataclasses.py", "functools.py", "contextlib.py", "copy.py",
           "abc.py", "typing.py", "enum.py", "_collections_abc.py", "threading.py")

@@ -18,10 +18,10 @@ from benchmark.serving.convert import (
     sample,
     write_jsonl,
 )
-from benchmark.serving.launch import ROOT, child_env, cuda_available
 from benchmark.serving.metrics import summarize
 from benchmark.serving.systems import System, make_server, unavailable_reason
 from benchmark.serving.traces import load_trace
+from sglang_duet.local_server import ROOT, child_env, cuda_available
 
 RESULTS_DIR = os.path.join(ROOT, "benchmark", "results", "serving")
 
