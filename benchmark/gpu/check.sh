@@ -130,7 +130,7 @@ stage2() {
   log "##### stage 2 (real SGLang from $CARRY), ${STAGE2_S}s"
   setup "$J"
   [[ -d "$SITE/sglang" ]] || return 1
-  step "$J" imports 60 "$PY" "$ROOT/benchmark/gpu/carry/imports.py" sgl_kernel sgl_kernel.spatial \
+  step "$J" imports 60 "$PY" -m benchmark.gpu.carry.imports sgl_kernel sgl_kernel.spatial \
     sglang.srt.managers.scheduler sglang.srt.models.qwen3 sglang_duet.runtime.scheduler
   FILES=("$RAW/stage2_serving.json")
   local budget=$((STAGE_DEADLINE - $(date +%s) - 20))  # its own steps stop before the kill
