@@ -13,9 +13,8 @@ import time
 import pytest
 import requests
 
-from benchmark.serving.launch import cuda_available
 from helpers.reference import hf_greedy, prompts
-from helpers.server import ROOT, child_env, free_port
+from helpers.server import ROOT, child_env, cuda_available, free_port
 
 pytestmark = pytest.mark.server
 

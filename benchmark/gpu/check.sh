@@ -130,7 +130,7 @@ stage2() {
   log "##### stage 2 (real SGLang from $CARRY), ${STAGE2_S}s"
   setup "$J"
   [[ -d "$SITE/sglang" ]] || return 1
-  step "$J" imports 60 "$PY" "$ROOT/benchmark/gpu/carry/imports.py" sgl_kernel sgl_kernel.spatial \
+  step "$J" imports 60 "$PY" -m benchmark.gpu.carry.imports sgl_kernel sgl_kernel.spatial \
     sglang.srt.managers.scheduler sglang.srt.models.qwen3 sglang_duet.runtime.scheduler
   FILES=("$RAW/stage2_serving.json")
   local budget=$((STAGE_DEADLINE - $(date +%s) - 20))  # its own steps stop before the kill
@@ -147,11 +147,10 @@ log "sglang-duet GPU check $(date -u +%FT%TZ): stages $STAGES, output in $OUT_DI
 
 (cd "$WORK" && find . -name '*.log' -o -name 'plan_*' | tar czf "$OUT_DIR/logs.tar.gz" -T - \
   2>/dev/null)
-ok=$("$PY" -c "import json,sys; print(all(json.load(open(f)).get('ok') for f in sys.argv[1:]))" \
-  "$OUT_DIR"/stage*.json 2>/dev/null || echo False)
-printf '{"date": "%s", "stages": "%s", "wall_s": %d, "ok": %s}\n' "$(date -u +%FT%TZ)" \
-  "$STAGES" $(($(date +%s) - START_S)) "$([[ $ok == True ]] && echo true || echo false)" \
-  >"$OUT_DIR/summary.json"
+# summary.json (stamped, like the stage JSONs): exit 0 only when every stage JSON is ok.
+ok=False
+"$PY" -m benchmark.gpu.collect --summary "$OUT_DIR" "$STAGES" $(($(date +%s) - START_S)) \
+  >>"$LOG" 2>&1 && ok=True
 log "=== done in $(($(date +%s) - START_S))s, ok=$ok"
 find "$OUT_DIR" -maxdepth 1 -type f -printf "%s\t%f\n" | sort -k2 | tee -a "$LOG"
 rm -rf "$WORK"

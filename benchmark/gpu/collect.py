@@ -2,9 +2,12 @@
 loses nothing and the device tool's limit (8 files back) holds however many steps run.
 
     python -m benchmark.gpu.collect STAGE.json STEP RC SECONDS [FILE...]
+    python -m benchmark.gpu.collect --summary OUT_DIR STAGES WALL_S
 
 FILE: a JSON file (embedded whole) or any other file (its last 4000 characters). The stage JSON
 is rewritten through benchmark.stamp.write_result; `ok` is true while every step returned 0.
+`--summary` writes OUT_DIR/summary.json (stamped too): the stages asked for, the wall time and
+`ok` (every stage*.json there is ok); the exit status is 0 only when ok.
 """
 
 from __future__ import annotations
@@ -43,8 +46,18 @@ def fold(stage: Path, step: str, rc: int | None, seconds: float, files: list[Pat
     return body
 
 
+def summarize(out_dir: Path, stages: str, wall_s: float) -> dict:
+    found = sorted(out_dir.glob("stage*.json"))
+    ok = bool(found) and all(load(f).get("ok") is True for f in found)
+    body = {"stages": stages, "wall_s": wall_s, "ok": ok}
+    write_result(out_dir / "summary.json", body)
+    return body
+
+
 def main(argv: list[str] | None = None) -> int:
     a = sys.argv[1:] if argv is None else argv
+    if a[:1] == ["--summary"] and len(a) == 4:
+        return 0 if summarize(Path(a[1]), a[2], float(a[3]))["ok"] else 1
     if len(a) < 4:
         print(__doc__, file=sys.stderr)
         return 2

@@ -21,25 +21,22 @@ captured elsewhere would not keep to the partition); eager if capture fails.
 Writes <out>/concurrent_check.json, prints a table. About a minute on an H200. Needs a CUDA
 device: elsewhere it exits with status 2 (--dry-run fills the timings from the latency model).
 
-    python benchmark/gpu/concurrent_check.py --out "${OUT:-benchmark/results/gpu}"
+    PYTHONPATH=python python -m benchmark.gpu.concurrent_check --out "${OUT:-benchmark/results/gpu}"
+
+from the repository root (PYTHONPATH=python where sglang_duet is not installed; check.sh sets
+it). The JSON is written by benchmark.stamp.write_result (commit, date, machine, command).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-for _p in (ROOT / "python", ROOT):
-    if str(_p) not in sys.path:
-        sys.path.insert(0, str(_p))
-
-from benchmark.gpu.concurrent_model import (  # noqa: E402
+from benchmark.gpu.concurrent_model import (
     build_report,
     fake_measurements,
     format_table,
@@ -48,7 +45,8 @@ from benchmark.gpu.concurrent_model import (  # noqa: E402
     reduced_model,
     workload_batches,
 )
-from sglang_duet.latency import (  # noqa: E402
+from benchmark.stamp import ROOT, write_result
+from sglang_duet.latency import (
     Calibration,
     LatencyModel,
     get_hardware,
@@ -159,11 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         lm = LatencyModel(get_hardware(hw_name), model, DEVICE_ONLY)
     lm_full = LatencyModel(lm.hardware, full, DEVICE_ONLY)
     report = build_report(setup, asdict(args), lm, lm_full, decode, prefill, measured)
-    report["date"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     report["wall_s"] = time.monotonic() - t0
     out = Path(args.out_dir())
-    out.mkdir(parents=True, exist_ok=True)
-    (out / RESULT_FILE).write_text(json.dumps(report, indent=1) + "\n")
+    write_result(out / RESULT_FILE, report)
     print(format_table(report))
     print(f"wrote {out / RESULT_FILE} in {report['wall_s']:.1f} s")
     failed = [r["sms_decode"] for r in report["rows"] if r["error"]]

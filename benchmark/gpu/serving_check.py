@@ -110,7 +110,7 @@ def compare_outputs(a: list[list[int]], b: list[list[int]]) -> dict:
 def step_equality(plan: Plan, model: str, work: Path) -> dict:
     from transformers import AutoConfig
 
-    from benchmark.serving.launch import Server
+    from sglang_duet.local_server import Server
 
     vocab = min(AutoConfig.from_pretrained(model).vocab_size, 2048)
     prompts = make_prompts(plan, vocab)
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--work", default=None, help="server logs and plan logs (default: a temp dir)")
     p.add_argument("--skip", default="", help="comma-separated steps to skip")
     a = p.parse_args(argv)
-    from benchmark.serving.launch import cuda_available
+    from sglang_duet.local_server import cuda_available
 
     if not a.cpu_dry_run and not cuda_available():
         print("serving_check needs a CUDA device (or --cpu-dry-run)", file=sys.stderr)

@@ -1,22 +1,17 @@
 """DuetServe's H100 measurements (Obs. 1-2, Fig. 1 and 3a) next to the uncalibrated model.
 
-    PYTHONPATH=python python benchmark/latency_model/paper_observations.py
+    PYTHONPATH=python python -m benchmark.latency_model.paper_observations
 
-Prints a table and writes benchmark/results/latency_model/paper_observations.json.
+Prints a table and writes benchmark/results/latency_model/paper_observations.json (stamped).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-
-from sglang_duet.latency import (  # noqa: E402
+from benchmark.stamp import ROOT, write_result
+from sglang_duet.latency import (
     Batch,
     Calibration,
     LatencyModel,
@@ -69,12 +64,12 @@ def observations(calibration: Calibration | None = None) -> list[Row]:
     ]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calibration", default=None, help="calibration name or JSON path")
     p.add_argument("--out", default=str(ROOT / "benchmark/results/latency_model/"
                                         "paper_observations.json"))
-    args = p.parse_args()
+    args = p.parse_args(argv)
     cal = Calibration.load(args.calibration) if args.calibration else Calibration()
     rows = observations(cal)
     w = max(len(r.observation) for r in rows)
@@ -82,9 +77,7 @@ def main() -> None:
     for r in rows:
         mark = "-" if r.holds is None else ("yes" if r.holds else "NO")
         print(f"{r.observation:<{w}}  {r.paper:<14}  {r.model:<30}  {mark}")
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"calibration": cal.to_dict(),
-                                          "rows": [asdict(r) for r in rows]}, indent=2) + "\n")
+    write_result(args.out, {"calibration": cal.to_dict(), "rows": [asdict(r) for r in rows]})
     print(f"wrote {args.out}")
 
 

@@ -1,33 +1,28 @@
 """Cost of one LatencyModel prediction on the CPU (target: <= 30 us median for 256 requests).
 
-    PYTHONPATH=python python benchmark/latency_model/prediction_cost.py [--requests 256]
+    PYTHONPATH=python python -m benchmark.latency_model.prediction_cost [--requests 256]
 
 A Batch keeps what a model derives from it, so predicting the same batch again (another SM
 count) costs only the per-SM arithmetic; the ``*_fresh`` cases build a new batch every call
 (what a scheduler pays once per iteration). ``*_menu`` cases score all 65 TPC-mask partitions of
 an H100 in one vectorised call (``predict_concurrent_table``).
 
-Writes benchmark/results/latency_model/prediction_cost.json.
+Writes benchmark/results/latency_model/prediction_cost.json (stamped: benchmark.stamp), with
+numpy's version and the load average next to the timings.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, fields
-from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "python"))
-
-from sglang_duet.latency import Batch, LatencyModel, get_hardware, get_model  # noqa: E402
+from benchmark.stamp import ROOT, write_result
+from sglang_duet.latency import Batch, LatencyModel, get_hardware, get_model
 
 
 @dataclass(frozen=True)
@@ -105,23 +100,16 @@ def run(args: BenchArgs) -> dict[str, object]:
         "headline": "predict_mixed_batch",
         "menu_entries": len(menu),
         "results": results,
-        "env": {
-            "python": platform.python_version(),
-            "numpy": np.__version__,
-            "machine": platform.machine(),
-            "cpus": os.cpu_count(),
-            "loadavg": os.getloadavg(),
-        },
+        "env": {"numpy": np.__version__, "loadavg": os.getloadavg()},  # the rest: "stamp"
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     BenchArgs.add_cli_args(p)
-    args = BenchArgs.from_cli_args(p.parse_args())
+    args = BenchArgs.from_cli_args(p.parse_args(argv))
     report = run(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    write_result(args.out, report)
     for name, r in report["results"].items():
         print(f"{name:<28} median {r['median_us']:7.2f} us  p10 {r['p10_us']:7.2f}  "
               f"p90 {r['p90_us']:7.2f}")

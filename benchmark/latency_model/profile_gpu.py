@@ -1,7 +1,10 @@
 """Measure forward-iteration latency of Qwen3-8B-shaped layers on a GPU, for calibration.
 
-    python benchmark/latency_model/profile_gpu.py --out samples.csv        # on the GPU machine
+    PYTHONPATH=python python -m benchmark.latency_model.profile_gpu --out samples.csv  # GPU machine
     python -m sglang_duet.calibrate --samples samples.csv --out C.json
+
+(from the repository root; PYTHONPATH=python where sglang_duet is not installed, as on the GPU
+machine)
 
 torch only: random bf16 weights with Qwen3-8B's shapes (36 layers, GQA, q/k norm, RoPE, SiLU MLP,
 LM head on each request's last row), attention through torch's scaled_dot_product_attention
@@ -10,12 +13,12 @@ buffers. Batches: prefill (q, c) and decode (n x c) grids; with an SM-partition 
 (sglang_duet.partition, sgl_duet_kernel) every batch is also run on partitions. A time budget
 (default 420 s) stops the grid early, so one run stays under 8 minutes on an H200.
 `--dry-run` writes the same CSV with timings predicted by the latency model (no torch needed).
+The run notes go to the CSV's path with `.json` (benchmark.stamp.write_result: stamped).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -23,12 +26,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT / "python") not in sys.path:
-    sys.path.insert(0, str(ROOT / "python"))
-
-from sglang_duet.calibrate.samples import Sample, write_samples  # noqa: E402
-from sglang_duet.latency import Batch, LatencyModel, ModelSpec, get_hardware, get_model  # noqa: E402
+from benchmark.stamp import write_result
+from sglang_duet.calibrate.samples import Sample, write_samples
+from sglang_duet.latency import Batch, LatencyModel, ModelSpec, get_hardware, get_model
 
 PREFILL_Q = (256, 1024, 2048, 4096, 8192)
 PREFILL_C = (0, 4096, 16384)
@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         sms_list = partition_sizes(args.sms, hw.num_sms, hw.sms_per_tpc)
         note = "dry run: timings from the latency model"
     else:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from torch_forward import TorchRunner  # torch stays out of --help and --dry-run
+        # torch stays out of --help and --dry-run
+        from benchmark.latency_model.torch_forward import TorchRunner
 
         runner = TorchRunner(model, seed=args.seed, cuda_graph=args.cuda_graph)
         hardware = detect_hardware(runner.device_name) if args.hardware == "auto" \
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     n = write_samples(args.out, samples)
     meta = {"args": asdict(args), "hardware": hardware, "rows": n, "partitions": sms_list,
             "note": note, "wall_s": time.monotonic() - t0}
-    Path(args.out).with_suffix(".json").write_text(json.dumps(meta, indent=2) + "\n")
+    write_result(Path(args.out).with_suffix(".json"), meta)
     print(f"wrote {n} samples to {args.out} in {meta['wall_s']:.1f} s ({note})")
     return 0
 

@@ -256,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
                                 "calibrated": profile}),
         "excluded": {r.id: r.excluded() for r in rows if r.excluded()},
     }
-    write_result(f"{args.out}.json", {k: v for k, v in res.items() if k != "profile_json"})
+    # "command" is for the markdown; the JSON has it in its stamp
+    write_result(f"{args.out}.json", {k: v for k, v in res.items()
+                                      if k not in ("profile_json", "command")})
     plot(ordered, pred, f"{args.out}.png")
     with open(f"{args.out}.md", "w", encoding="utf-8") as f:
         f.write(markdown(res))

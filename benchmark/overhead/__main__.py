@@ -21,7 +21,8 @@ import sys
 import tempfile
 import time
 
-from benchmark.serving.launch import ROOT, Server, child_env, cuda_available
+from benchmark.stamp import write_result
+from sglang_duet.local_server import ROOT, Server, child_env, cuda_available
 
 OUT_DIR = os.path.join(ROOT, "benchmark", "results", "overhead")
 TARGET_LOSS = 0.03
@@ -135,7 +136,6 @@ def main(argv: list[str] | None = None) -> int:
                 "duet's loop overhead, not a different schedule. duet: --duet-mode aggregated."),
             "order": "alternating stock, duet per round; one server at a time; each server gets"
                      " an unmeasured warm-up pass (--warmup-prompts) before the measured one",
-            "cpu_count": os.cpu_count(),
         },
         "runs": runs,
         "output_throughput": tput,
@@ -144,9 +144,7 @@ def main(argv: list[str] | None = None) -> int:
         "work_dir": work,
     }
     out = a.out or os.path.join(OUT_DIR, f"{'gpu' if gpu else 'cpu'}.json")
-    os.makedirs(os.path.dirname(out), exist_ok=True)
-    with open(out, "w") as f:
-        json.dump(report, f, indent=1)
+    write_result(out, report)  # the machine (cores included) is in its "stamp"
     print(f"[overhead] duet/stock output throughput = {ratio:.4f} "
           f"(per round {', '.join(f'{p:.4f}' for p in pairs)}; best runs "
           f"{summary['ratio_of_best_runs']:.4f}); wrote {out}")

@@ -12,7 +12,6 @@ sample charged to the innermost frame that is not the standard library: sglang-d
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -21,7 +20,8 @@ import tempfile
 import time
 from collections import Counter
 
-from benchmark.serving.launch import ROOT, Server, child_env
+from benchmark.stamp import write_result
+from sglang_duet.local_server import ROOT, Server, child_env
 
 STDLIB = ("json/", "logging/", "dataclasses.py", "functools.py", "contextlib.py", "copy.py",
           "abc.py", "typing.py", "enum.py", "_collections_abc.py", "threading.py")
@@ -94,11 +94,9 @@ def main(argv: list[str] | None = None) -> None:
         finally:
             load.kill()
     report = {"config": {"server_flags": flags, "load": "bench_serving random-ids 256/64, 32 "
-                         "concurrent", "seconds": args.seconds, "rate_hz": args.rate,
-                         "cpu_count": os.cpu_count()}, "result": result}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=1)
+                         "concurrent", "seconds": args.seconds, "rate_hz": args.rate},
+              "result": result}
+    write_result(args.out, report)  # the machine (cores included) is in its "stamp"
     share = result["duet_share"]
     print(f"duet's own code: {share * 100:.2f}% of {result['samples']} scheduler samples; "
           f"wrote {args.out}")

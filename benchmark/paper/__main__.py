@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
+
+from benchmark.stamp import write_result
 
 from .experiments import run_e2e, run_obs3
 from .report import write_figures, write_markdown
@@ -28,8 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     e2e = run_e2e(args.quick)
     data = {"obs3": obs3, "e2e": e2e, "quick": args.quick,
             "wall_s": round(time.perf_counter() - t0, 1)}
-    with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump(data, f, indent=1)
+    write_result(os.path.join(args.out, "results.json"), data)
     figs = write_figures(data, args.out)
     md = write_markdown(data, args.out, figs)
     print(f"wrote {md} and {len(figs)} figures in {data['wall_s']} s")

@@ -6,9 +6,9 @@ import argparse
 import sys
 
 from benchmark.serving.compare import RESULTS_DIR, Config, compare
-from benchmark.serving.launch import cuda_available
 from benchmark.serving.systems import SYSTEMS, parse_systems
 from benchmark.serving.traces import TRACES
+from sglang_duet.local_server import cuda_available
 
 CPU_DEFAULT_SCALE = 0.1  # the embedded tiny model has a 4096-token context
 

@@ -18,10 +18,11 @@ from benchmark.serving.convert import (
     sample,
     write_jsonl,
 )
-from benchmark.serving.launch import ROOT, child_env, cuda_available
 from benchmark.serving.metrics import summarize
 from benchmark.serving.systems import System, make_server, unavailable_reason
 from benchmark.serving.traces import load_trace
+from benchmark.stamp import write_result
+from sglang_duet.local_server import ROOT, child_env, cuda_available
 
 RESULTS_DIR = os.path.join(ROOT, "benchmark", "results", "serving")
 
@@ -161,9 +162,7 @@ def compare(cfg: Config, progress=print, work: str | None = None) -> dict:
         results["systems"][system.name] = run_system(cfg, system, files, work, progress)
     tag = cfg.tag or f"{cfg.trace}_{results['config']['device']}"
     prefix = os.path.join(cfg.out_dir, tag)
-    os.makedirs(cfg.out_dir, exist_ok=True)
-    with open(prefix + ".json", "w") as f:
-        json.dump(results, f, indent=1)
+    write_result(prefix + ".json", results)
     with open(prefix + ".md", "w") as f:
         f.write(f"# {cfg.trace}: {', '.join(s.name for s in cfg.systems)}\n\n")
         f.write(report.table(results))

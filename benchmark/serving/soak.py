@@ -32,7 +32,7 @@ import requests
 
 from benchmark.serving import bad_requests
 from benchmark.serving.bad_requests import BAD_KINDS, GOOD_OPENAI
-from benchmark.serving.launch import ROOT
+from sglang_duet.local_server import ROOT
 
 RESULTS_DIR = os.path.join(ROOT, "benchmark", "results", "serving")
 LEAK = re.compile(r"leak", re.IGNORECASE)
@@ -212,7 +212,7 @@ KILLS = ("sglang::scheduler", "sglang::detokenizer", "sglang::scheduler_TP1")
 
 
 def start(model: str, extra: list[str], tag: str):
-    from benchmark.serving.launch import Server
+    from sglang_duet.local_server import Server
 
     args = ["--model-path", model, "--chunked-prefill-size", "64", *extra]
     return Server(args, log_path=f"/tmp/duet_soak_{tag}_{os.getpid()}.log").start(timeout=600)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 
-from benchmark.serving.launch import Server, cuda_available
+from sglang_duet.local_server import Server, cuda_available
 
 
 @dataclass(frozen=True)

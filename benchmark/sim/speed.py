@@ -3,18 +3,18 @@ trace's own arrival times, on this machine's CPU. Target: <= 20 s.
 
     PYTHONPATH=python python -m benchmark.sim.speed [--policy duet] [--repeat 1]
 
-Writes ``benchmark/results/sim/speed.json`` (config, wall times, iteration and planner-call
-counts, and the run's headline metrics).
+Writes ``benchmark/results/sim/speed.json`` through ``benchmark.stamp.write_result`` (config,
+wall times, iteration and planner-call counts, the run's headline metrics; the stamp names the
+commit, machine and command).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import time
 
+from benchmark.stamp import write_result
 from sglang_duet.sim import SimConfig, build_arrivals, load_trace, simulate, summarize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -45,8 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     best = min(r["simulate_and_metrics_s"] for r in runs)
     report = {
         "config": {**cfg.to_dict(), "workload": workload.summary()},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "processor": platform.processor() or platform.machine()},
         "trace_load_s": round(load_s, 3),
         "runs": runs,
         "best_s": best,
@@ -59,9 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         "metrics": {k: metrics[k] for k in ("completed", "throughput_rps", "ttft_p99_ms",
                                             "tbt_p99_ms", "slo_attainment", "mode_share")},
     }
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(report, f, indent=1)
+    write_result(args.out, report)
     print(f"{cfg.trace} ({len(workload)} requests), policy {cfg.policy}: "
           f"{best:.2f} s simulate+metrics, {load_s:.2f} s trace load; "
           f"{report['iterations']} iterations, {report['planner_calls']} planner calls; "

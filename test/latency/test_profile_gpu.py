@@ -53,6 +53,7 @@ def test_dry_run_writes_calibratable_csv(tmp_path):
     samples = read_samples(out)
     meta = json.loads(out.with_suffix(".json").read_text())
     assert meta["rows"] == len(samples) > 20 and meta["partitions"] == [None, 66]
+    assert {"commit", "date", "machine", "command"} == set(meta["stamp"])  # stamp.write_result
     assert {s.sms for s in samples} == {None, 66}
     result = calibrate(samples)
     assert result.heldout_mape < 0.02  # fake timings are the model's own +-1%

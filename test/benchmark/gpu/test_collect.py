@@ -31,3 +31,15 @@ def test_a_skipped_step_is_not_ok(tmp_path):
     assert main([str(stage), "serving_check", "null", "0"]) == 0
     body = json.loads(stage.read_text())
     assert body["steps"]["serving_check"]["rc"] is None and body["ok"] is False
+
+
+def test_summary_is_stamped_and_ok_only_when_every_stage_is(tmp_path):
+    assert main(["--summary", str(tmp_path), "all", "12"]) == 1  # no stage JSON at all
+    fold(tmp_path / "stage1.json", "sm_scaling", 0, 1.0, [])
+    assert main(["--summary", str(tmp_path), "1", "12"]) == 0
+    body = json.loads((tmp_path / "summary.json").read_text())
+    assert body["ok"] is True and body["stages"] == "1" and body["wall_s"] == 12.0
+    assert set(body["stamp"]) == {"commit", "date", "machine", "command"}
+    fold(tmp_path / "stage2.json", "serving_check", 1, 1.0, [])
+    assert main(["--summary", str(tmp_path), "all", "30"]) == 1
+    assert json.loads((tmp_path / "summary.json").read_text())["ok"] is False

@@ -1,4 +1,4 @@
-"""benchmark/gpu/concurrent_check.py on a CPU: shapes, predictions, statistics, report, exit 2."""
+"""`python -m benchmark.gpu.concurrent_check` on a CPU: shapes, predictions, report, exit 2."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from benchmark.gpu import concurrent_model as cm
 from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_model
 
 ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "benchmark/gpu/concurrent_check.py"
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +46,13 @@ def test_main_exits_2_without_cuda(capsys, tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_script_exits_2_without_traceback(tmp_path):
+def test_module_exits_2_without_traceback(tmp_path):
+    """As check.sh runs it: `python -m`, with PYTHONPATH=<repo>/python:<repo> (no install)."""
     _no_cuda()
-    env = {**os.environ, "OUT": str(tmp_path), "PYTHONPATH": ""}
-    proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True,
-                          env=env, cwd=tmp_path, timeout=120)
+    env = {**os.environ, "OUT": str(tmp_path),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), str(ROOT)])}
+    proc = subprocess.run([sys.executable, "-m", "benchmark.gpu.concurrent_check"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert "needs a CUDA device" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -209,7 +210,8 @@ def test_dry_run_writes_json_under_out_env(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("OUT", str(tmp_path))
     assert cc.main(["--dry-run", "--repeats", "3"]) == 0
     report = json.loads((tmp_path / cc.RESULT_FILE).read_text())
-    assert report["mode"] == "dry-run"
+    assert report["mode"] == "dry-run" and "date" not in report
+    assert set(report["stamp"]) == {"commit", "date", "machine", "command"}
     assert [r["sms_decode"] for r in report["rows"]] == [32, 64, 96]
     assert [r["sms_prefill"] for r in report["rows"]] == [100, 68, 36]
     assert report["model"] == {"name": "qwen3-8b", "layers_run": 4, "layers_full": 36,

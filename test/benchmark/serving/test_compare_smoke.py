@@ -8,8 +8,8 @@ import os
 import pytest
 
 from benchmark.serving.compare import Config, compare
-from benchmark.serving.launch import cuda_available
 from benchmark.serving.systems import parse_systems
+from sglang_duet.local_server import cuda_available
 
 
 @pytest.mark.server

@@ -1,20 +1,28 @@
-"""Start one stock SGLang or sglang-duet server on a free loopback port, wait for /health, stop it.
+"""Start one stock SGLang or sglang-duet server on a free loopback port of this machine, wait for
+/health, stop it. The tests (test/helpers/server.py) and the benchmarks use it.
 
-Shared by the benchmarks and the tests (test/helpers/server.py re-exports it). The server runs in
-its own process group, so `stop()` ends the HTTP server, the scheduler and the detokenizer together.
+The server runs in its own process group, so `stop()` ends the HTTP server, the scheduler and the
+detokenizer together. Standard library only (urllib for the HTTP calls); torch is imported only by
+`cuda_available()`, and SGLang only in the child process.
+
+`ROOT` is the checkout this module was loaded from (python/sglang_duet/ is two levels below it; an
+editable install points back at the same files). The child gets ROOT/python and ROOT on PYTHONPATH
+and runs in ROOT; a stock server also gets ROOT/benchmark/stock_cpu (its one CPU patch).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
-
-import requests
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Flags stock SGLang needs on the CPU (sglang_duet applies these itself).
@@ -47,6 +55,25 @@ def child_env() -> dict[str, str]:
     env["HF_HUB_OFFLINE"] = "1"
     env["TRANSFORMERS_OFFLINE"] = "1"
     return env
+
+
+def http_json(url: str, body: Any = None, timeout: float = 30.0) -> Any:
+    """GET `url` (or POST `body` as JSON) and parse the JSON reply; urllib.error.HTTPError on a
+    4xx/5xx reply, urllib.error.URLError / OSError when nothing answers."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="GET" if body is None else "POST",
+                                 headers={"Content-Type": "application/json"} if data else {})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        raw = r.read()
+    return json.loads(raw) if raw.strip() else None
+
+
+def _healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url + "/health", timeout=2) as r:
+            return r.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
 
 
 @dataclass
@@ -90,11 +117,8 @@ class Server:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                if requests.get(self.url + "/health", timeout=2).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
+            if _healthy(self.url):
+                return self
             time.sleep(1.0)
         self.stop()
         raise TimeoutError(f"server not healthy after {timeout}s:\n{self.log()}")
@@ -129,16 +153,16 @@ class Server:
 
     def generate(self, input_ids: list[int], max_new_tokens: int, **sampling) -> dict:
         params = {"max_new_tokens": max_new_tokens, "temperature": 0.0, **sampling}
-        r = requests.post(
-            self.url + "/generate",
-            json={"input_ids": input_ids, "sampling_params": params},
-            timeout=300,
-        )
-        r.raise_for_status()
-        return r.json()
+        return http_json(self.url + "/generate",
+                         {"input_ids": input_ids, "sampling_params": params}, timeout=300)
 
     def used_tokens(self) -> int:
         """KV-pool tokens held by requests (the radix cache is flushed first)."""
-        requests.post(self.url + "/flush_cache", timeout=30)
-        loads = requests.get(self.url + "/v1/loads", timeout=30).json()["loads"]
+        req = urllib.request.Request(self.url + "/flush_cache", data=b"", method="POST")
+        try:  # a refused flush (requests still running) just leaves the cache in the count
+            with urllib.request.urlopen(req, timeout=30) as r:
+                r.read()
+        except urllib.error.HTTPError:
+            pass
+        loads = http_json(self.url + "/v1/loads")["loads"]
         return sum(x["num_used_tokens"] for x in loads)
