@@ -46,13 +46,14 @@ def combine_totals(
 ) -> tuple[np.ndarray, np.ndarray]:
     """`combine` on arrays of alone totals (each side's bytes do not depend on its SMs).
     ``positive``: the caller knows every time is > 0 (skips the empty-side mask)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        demand = bytes_d / t_d + bytes_p / t_p
     # rho = 1 where demand fits: the formulas below then return t_d and t_p unchanged, exactly
     # (x / 1.0 == x, x + s * 0.0 == x)
-    rho = cap / np.maximum(demand, cap)  # 1.0 exactly where the demand fits
-    if not positive:  # a pair with an empty side (zero time) runs unchanged, as in `combine`
-        rho = np.where((t_d > 0.0) & (t_p > 0.0), rho, 1.0)
+    if positive:
+        rho = cap / np.maximum(bytes_d / t_d + bytes_p / t_p, cap)
+    else:  # a pair with an empty side (zero time) runs unchanged, as in `combine`
+        ok = (t_d > 0.0) & (t_p > 0.0)
+        demand = bytes_d / np.where(ok, t_d, 1.0) + bytes_p / np.where(ok, t_p, 1.0)
+        rho = np.where(ok, cap / np.maximum(demand, cap), 1.0)
     d_short = t_d <= t_p
     short = np.minimum(t_d, t_p)  # the same values as selecting by d_short
     long_ = np.maximum(t_d, t_p)
