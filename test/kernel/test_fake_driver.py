@@ -276,10 +276,10 @@ def test_only_kept_splits_are_created(fake_dir):
         fake_dir,
         """
         from sglang_duet.partition import PartitionMenu, get_backend
-        from sglang_duet.runtime.decode_graphs import spread
+        from sglang_duet.policy import spread_evenly
         fake = ctypes.CDLL("libcuda.so.1")
         menu = PartitionMenu.build(get_backend("green-ctx"), 0, 16, 16,
-                                   select=lambda name, sizes: spread(sizes, 6))
+                                   select=lambda name, sizes: spread_evenly(sizes, 6))
         res["sizes"] = list(menu.decode_sizes)
         res["live"] = fake.fake_live()
         menu.close()

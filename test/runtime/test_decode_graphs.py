@@ -7,33 +7,7 @@ import contextlib
 import pytest
 
 from sglang_duet.runtime import decode_graphs, patches
-from sglang_duet.runtime.decode_graphs import graphs_wanted, spread
-
-
-class TestSpread:
-    @pytest.mark.parametrize(
-        ("sizes", "n", "want"),
-        [
-            ((16, 24, 32, 40, 48), 0, ()),
-            ((16, 24, 32, 40, 48), 1, (16,)),
-            ((16, 24, 32, 40, 48), 2, (16, 48)),
-            ((16, 24, 32, 40, 48), 3, (16, 32, 48)),
-            ((16, 24, 32, 40, 48), 9, (16, 24, 32, 40, 48)),
-            (tuple(range(16, 113, 8)), 6, (16, 32, 56, 72, 96, 112)),
-            ((), 4, ()),
-        ],
-    )
-    def test_cases(self, sizes, n, want):
-        assert spread(sizes, n) == want
-
-    @pytest.mark.parametrize("n", range(1, 14))
-    def test_ends_kept_and_count_exact(self, n):
-        sizes = tuple(range(16, 113, 8))  # 13 sizes, an H100 green-ctx menu
-        got = spread(sizes, n)
-        assert len(got) == n
-        assert got[0] == 16
-        assert n == 1 or got[-1] == 112
-        assert set(got) <= set(sizes)
+from sglang_duet.runtime.decode_graphs import graphs_wanted
 
 
 class TestWanted:

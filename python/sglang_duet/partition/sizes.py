@@ -65,23 +65,20 @@ def decode_sizes(
     min_prefill: int = DEFAULT_MIN_SMS,
     max_sizes: int | None = None,
 ) -> tuple[int, ...]:
-    """Every decode size S_d with S_d >= min_decode and total_sms - S_d >= min_prefill.
+    """Every decode size S_d (SMs) with S_d >= min_decode and total_sms - S_d >= min_prefill.
 
-    S_d runs over the sizes the mechanism can make (`gran`). `max_sizes` thins the list evenly,
-    always keeping the smallest and the largest size.
+    S_d runs over the sizes the mechanism can make (`gran`), computed by the policy's
+    `menu_decode_sizes` so this menu and the policy's `SmMenu` agree. `max_sizes` thins the list
+    evenly (`spread_evenly`), always keeping the smallest and the largest size.
     """
+    # Imported here, as in partition_menu: importing the partition package stays light.
+    from sglang_duet.policy.sm_menu import menu_decode_sizes, spread_evenly
+
     if total_sms <= 0 or min_decode < 0 or min_prefill < 0:
         raise ValueError("total_sms must be > 0 and the minima >= 0")
-    sizes = []
-    s = gran.min_sms
-    while s <= total_sms - max(min_prefill, 1):
-        if s >= min_decode:
-            sizes.append(s)
-        s += gran.step_sms
+    sizes = menu_decode_sizes(total_sms, gran.min_sms, gran.step_sms, min_decode, min_prefill)
     if max_sizes is not None and len(sizes) > max_sizes:
         if max_sizes < 2:
             raise ValueError("max_sizes must be >= 2")
-        last = len(sizes) - 1
-        picks = sorted({round(i * last / (max_sizes - 1)) for i in range(max_sizes)})
-        sizes = [sizes[i] for i in picks]
-    return tuple(sizes)
+        sizes = spread_evenly(sizes, max_sizes)
+    return sizes

@@ -8,7 +8,7 @@ from .correction import Correction
 from .duet import POLICY_MODES, DuetPolicy
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .plan import BatchPlan
-from .sm_menu import SmMenu
+from .sm_menu import SmMenu, menu_decode_sizes, spread_evenly
 from .state import PrefillChunk, ReqState
 
 __all__ = [
@@ -23,5 +23,7 @@ __all__ = [
     "SpatialChoice",
     "form_chunked_batch",
     "form_prefill_chunks",
+    "menu_decode_sizes",
+    "spread_evenly",
     "truncate_chunks",
 ]

@@ -3,12 +3,58 @@
 Built once at start-up from the partition backend's granularity and limits. A spatial plan gives
 ``S_d`` (one of ``decode_sizes``) SMs to decode and the rest, ``total_sms - S_d``, to prefill;
 decode-only and aggregated plans use the whole device.
+
+``menu_decode_sizes`` and ``spread_evenly`` are the one place the sizes of a menu are computed
+and thinned: the policy's menu here, the partition menu (``partition.sizes.decode_sizes``) and the
+sizes that get decode CUDA graphs (``runtime.components``) all call them, so the sizes the policy
+plans with are the ones the partitions create. Pure Python (no torch, no SGLang).
 """
 
 from __future__ import annotations
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+
+def menu_decode_sizes(
+    total_sms: int, start: int, step: int, min_decode: int = 0, min_prefill: int = 0
+) -> tuple[int, ...]:
+    """The decode sizes S_d (SMs) a partition mechanism can make that leave both sides enough.
+
+    The mechanism makes groups of ``start, start + step, start + 2 * step, ...`` SMs (green
+    contexts on Hopper: 8, 16, ...; libsmctrl masks whole TPCs: 2, 4, ...). A size is kept when
+    ``S_d >= min_decode`` SMs and the prefill side keeps ``total_sms - S_d >= min_prefill`` SMs,
+    and always at least 1 SM (a split with an empty side is no split). Ascending; empty when
+    nothing fits. Callers check their own limits (the minima's signs, ``total_sms``) first.
+    """
+    if start < 1 or step < 1:
+        raise ValueError(f"start and step must be >= 1 SM, got start={start} step={step}")
+    first = start + max(0, -(-(min_decode - start) // step)) * step  # first on the grid >= min
+    last = total_sms - max(min_prefill, 1)
+    return tuple(range(first, last + 1, step))
+
+
+def spread_evenly(sizes: Iterable[int], n: int) -> tuple[int, ...]:
+    """``n`` of ``sizes`` (SMs) evenly spread from the smallest to the largest, both ends kept.
+
+    Thins a menu when each size costs something (a split's contexts and streams, a decode CUDA
+    graph capture), keeping its whole range. Ascending and without repeats whatever the input
+    order; all of them when ``n >= len(sizes)``, the smallest when ``n == 1``, none when
+    ``n <= 0``. Picks index ``round(i * step)`` with ``step = (len - 1) / (n - 1)`` computed
+    first, as the runtime always chose its graph sizes: on an exact .5 tie that float product can
+    round the other way than ``round(i * (len - 1) / (n - 1))`` (30 sizes, n = 15: index 15, not
+    14), and keeping it keeps the menus and graph sizes that runs already used.
+    """
+    ordered = sorted(set(sizes))
+    if n <= 0 or not ordered:
+        return ()
+    if n >= len(ordered):
+        return tuple(ordered)
+    if n == 1:
+        return (ordered[0],)
+    step = (len(ordered) - 1) / (n - 1)
+    return tuple(sorted({ordered[round(i * step)] for i in range(n)}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +80,11 @@ class SmMenu:
     def from_granularity(
         cls, total_sms: int, granularity: int, min_decode: int, min_prefill: int
     ) -> SmMenu:
-        """Every multiple of ``granularity`` that is >= ``min_decode`` and leaves
-        ``>= min_prefill`` SMs to prefill."""
+        """Every multiple of ``granularity`` SMs that is >= ``min_decode`` and leaves
+        ``>= min_prefill`` SMs to prefill (``menu_decode_sizes`` from ``granularity``)."""
         if granularity < 1 or min_decode < 1 or min_prefill < 1:
             raise ValueError("granularity, min_decode and min_prefill must be >= 1")
-        first = -(-min_decode // granularity) * granularity
-        sizes = tuple(range(first, total_sms - min_prefill + 1, granularity))
+        sizes = menu_decode_sizes(total_sms, granularity, granularity, min_decode, min_prefill)
         if not sizes:
             raise ValueError(
                 f"no decode size fits: total={total_sms} granularity={granularity} "

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 from sglang_duet.args import DuetArgs
 from sglang_duet.latency import Calibration, HardwareSpec, LatencyModel, ModelSpec, get_hardware
-from sglang_duet.policy import DuetPolicy, SmMenu
+from sglang_duet.policy import DuetPolicy, SmMenu, spread_evenly
 from sglang_duet.runtime import decode_graphs
 
 logger = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int,
             want, why = decode_graphs.graphs_wanted(backend, cuda_graphs, args.decode_graph_sizes)
             logger.info("duet: %s", why)
             wanted.append(want)
-            return decode_graphs.spread(sizes, args.decode_graph_sizes) if want else sizes
+            return spread_evenly(sizes, args.decode_graph_sizes) if want else sizes
 
         menu, reason = build_partition_menu(args.partition_backend, gpu_id, select=keep)
         logger.info("duet: partition backend %s (%s)", menu.backend, reason)

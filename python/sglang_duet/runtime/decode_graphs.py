@@ -16,9 +16,10 @@ launch does not go through, so with libsmctrl the spatial decode runs eagerly (u
 GPU either way; `benchmark/gpu/check.sh` runs the graph checks).
 
 Cost: start-up time and graph memory grow with the number of sizes (one SGLang decode capture
-each), hence `--duet-decode-graph-sizes` keeps a few sizes spread over the menu (only those
-splits are created) and the policy chooses among those only; their memory is taken out of
-SGLang's static fraction before it sizes the KV cache (`reserve_for_partitions`).
+each), hence `--duet-decode-graph-sizes` keeps a few sizes spread over the menu (the policy's
+`spread_evenly`, called by `components.build_menu`; only those splits are created) and the policy
+chooses among those only; their memory is taken out of SGLang's static fraction before it sizes
+the KV cache (`reserve_for_partitions`).
 """
 
 from __future__ import annotations
@@ -33,22 +34,6 @@ from sglang_duet.runtime import patches
 logger = logging.getLogger(__name__)
 
 GRAPH_BACKENDS = ("green-ctx",)
-
-
-def spread(sizes: Sequence[int], n: int) -> tuple[int, ...]:
-    """`n` of `sizes` (ascending) evenly spread from the smallest to the largest, both kept.
-
-    All of them when `n >= len(sizes)`; none when `n <= 0`.
-    """
-    sizes = sorted(set(sizes))
-    if n <= 0 or not sizes:
-        return ()
-    if n >= len(sizes):
-        return tuple(sizes)
-    if n == 1:
-        return (sizes[0],)
-    step = (len(sizes) - 1) / (n - 1)
-    return tuple(sorted({sizes[round(i * step)] for i in range(n)}))
 
 
 class Wanted(NamedTuple):
