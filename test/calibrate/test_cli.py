@@ -10,18 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from helpers.cli import run_cli
 from sglang_duet.calibrate.cli import main
 from sglang_duet.calibrate.samples import Sample, write_samples
 from sglang_duet.latency import Batch, Calibration
 
 
 def _run(capsys, argv):
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse errors
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+    return run_cli(main, capsys, argv)
 
 
 class TestCalibrate:

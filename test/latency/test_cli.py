@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from helpers.cli import run_cli
 from sglang_duet.latency import Calibration
 from sglang_duet.latency.cli import JSON_KEYS, main
 
@@ -14,12 +15,7 @@ BASE = ["explain", "--model", "qwen3-8b", "--hardware", "h100-sxm"]
 
 
 def _run(capsys, argv):
-    try:
-        rc = main(argv)
-    except SystemExit as e:  # argparse errors
-        rc = e.code
-    out = capsys.readouterr()
-    return rc, out.out, out.err
+    return run_cli(main, capsys, argv)
 
 
 class TestExplain:

@@ -65,9 +65,11 @@ class LatencyModel:
 
     def host_seconds(self, decode_only: bool, kind: str = "scheduled", rows: int = 0) -> float:
         """Host overhead of one pass with `rows` sampling rows (`reference.host_seconds`)."""
-        if (decode_only, kind) not in self._host:
-            reference.host_fixed(self.model, self.calibration, decode_only, kind)  # raises
+        reference.check_host_kind(kind)
         return self._host[decode_only, kind] + rows * self._host_row
+
+    def _host_of(self, p: Prepared, kind: str) -> float:
+        return self._host[not p.pre.n, kind] + p.rows * self._host_row
 
     def _rates_for(self, sms: int | None) -> Rates:
         key = self.hardware.usable_sms(sms)
@@ -86,15 +88,13 @@ class LatencyModel:
     def _predict(self, p: Prepared, sms: int | None, kind: str) -> Breakdown:
         if p.tokens == 0:
             return ZERO
-        host = self._host[not p.pre.n, kind] + p.rows * self._host_row
-        return p.predict(self._rates_for(sms), self.model.num_layers, host)
+        return p.predict(self._rates_for(sms), self.model.num_layers, self._host_of(p, kind))
 
     def predict(self, batch: BatchLike, sms: int | None = None, host: str = "scheduled"
                 ) -> Breakdown:
         """Latency of one iteration of `batch` on `sms` SMs (None: all); `host`: which host
         overhead the pass pays (`reference.host_fixed`; default a CPU-scheduled pass)."""
-        if (True, host) not in self._host:
-            self.host_seconds(True, host)  # raises, naming the kinds
+        reference.check_host_kind(host)
         return self._predict(Prepared.of(self, as_batch(batch)), sms, host)
 
     def predict_union(self, a: BatchLike, b: BatchLike, sms: int | None = None) -> Breakdown:
@@ -132,10 +132,10 @@ class LatencyModel:
         pp = Prepared.of(self, as_batch(prefill_batch))
         L = self.model.num_layers
         # a non-empty batch takes > 0 s at every SM count (it reads the weights)
-        t_d = (tab_d.totals(pd, L, self._host[not pd.pre.n, "lookahead"] + pd.rows
-                            * self._host_row) if pd.tokens else np.zeros(len(tab_d.sms)))
-        t_p = (tab_p.totals(pp, L, self._host[not pp.pre.n, "spatial"] + pp.rows
-                            * self._host_row) if pp.tokens else np.zeros(len(tab_p.sms)))
+        t_d = (tab_d.totals(pd, L, self._host_of(pd, "lookahead")) if pd.tokens
+               else np.zeros(len(tab_d.sms)))
+        t_p = (tab_p.totals(pp, L, self._host_of(pp, "spatial")) if pp.tokens
+               else np.zeros(len(tab_p.sms)))
         c_d, c_p = combine_totals(self.bandwidth_cap, t_d, pd.nbytes, t_p, pp.nbytes,
                                   positive=bool(pd.tokens and pp.tokens))
         return ConcurrentTable(c_d, c_p, t_d, t_p)

@@ -162,9 +162,14 @@ def host_fixed(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str) -> 
         return cal.iteration_overhead_s + launch
     if kind == "lookahead":
         return cal.graph_replay_s
-    if kind == "spatial":
-        return cal.iteration_overhead_s + launch + cal.join_s
-    raise ValueError(f"unknown host kind {kind!r}; accepted: {', '.join(HOST_KINDS)}")
+    check_host_kind(kind)
+    return cal.iteration_overhead_s + launch + cal.join_s  # "spatial"
+
+
+def check_host_kind(kind: str) -> None:
+    """ValueError naming the accepted kinds unless `kind` is one of `HOST_KINDS`."""
+    if kind not in HOST_KINDS:
+        raise ValueError(f"unknown host kind {kind!r}; accepted: {', '.join(HOST_KINDS)}")
 
 
 def host_per_row(cal: Calibration) -> float:
