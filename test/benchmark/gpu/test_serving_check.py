@@ -49,8 +49,17 @@ def test_cpu_dry_run_all_steps(tmp_path):
     assert lat and all(m["iterations"] > 0 and m["meas_ms_median"] > 0 for m in lat.values())
     serving = steps["serving"]
     assert serving["ok"], serving
-    for name in ("sglang-chunked", "duet"):
+    work = tmp_path / "w"
+    for name in ("sglang-chunked", "duet"):  # benchmark.serving's whole CPU path, per system
         runs = serving["systems"][name]["runs"]
         assert [r["qps"] for r in runs] == [4.0, 8.0]
-        assert all(r["summary"]["completed"] == 8 for r in runs)
+        for r in runs:
+            assert r["summary"]["completed"] == 8 and r["summary"]["failed"] == 0
+            sent = work / "serving_work" / "requests_qps4.jsonl"  # Poisson runs share it
+            assert r["summary"]["total_output_tokens"] == sum(
+                json.loads(line)["output_len"] for line in sent.open())
+        table = (work / "serving" / f"serving_{name}.md").read_text()
+        assert f"| {name} | 4.0 | 8/8 |" in table and f"| {name} | 8.0 | 8/8 |" in table
+        for kind in ("ttft", "tbt", "throughput"):
+            assert (work / "serving" / f"serving_{name}_{kind}.png").stat().st_size > 0
     assert rc == 0 and body["ok"] and body["stamp"]["commit"]
