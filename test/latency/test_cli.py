@@ -36,6 +36,12 @@ class TestExplain:
         assert expect.comm_s > 0
         assert json.loads(out)["comm_s"] == pytest.approx(expect.comm_s)
 
+    def test_hardware_alias_is_the_profile(self, capsys):
+        rc, short, _ = _run(capsys, ["explain", "--model", "qwen3-8b", "--hardware", "h100",
+                                     "--prefill", "512", "--json"])
+        assert rc == 0
+        assert _run(capsys, BASE + ["--prefill", "512", "--json"])[1] == short
+
     def test_table(self, capsys):
         rc, out, _ = _run(capsys, BASE + ["--prefill", "8192"])
         assert rc == 0 and "attn_prefill" in out and "gate_up_proj" in out and "total" in out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,9 +22,6 @@ class Breakdown:
     flops: float
     bytes: float
     host_s: float = 0.0
-
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
 
 
 ZERO = Breakdown(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)

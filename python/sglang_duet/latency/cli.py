@@ -88,10 +88,10 @@ def format_table(rows: list[dict[str, object]]) -> str:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    if args.hardware not in HARDWARE:
-        raise UsageError(f"unknown hardware {args.hardware!r}; accepted: "
-                         f"{', '.join(sorted(HARDWARE))}")
-    hw = get_hardware(args.hardware)
+    try:
+        hw = get_hardware(args.hardware)  # a profile name or an alias (h100, a100)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
     model = load_model(args.model, args.tp)
     if args.sms is not None and not (1 <= args.sms <= hw.num_sms):
         raise UsageError(f"bad --sms {args.sms}; accepted: 1..{hw.num_sms} on {hw.name}")

@@ -38,10 +38,6 @@ class HardwareSpec:
         if not (0.0 < self.bw_knee < 1.0) or self.bw_hill <= 0:
             raise ValueError(f"{self.name}: need 0 < bw_knee < 1 and bw_hill > 0")
 
-    @property
-    def num_tpcs(self) -> int:
-        return self.num_sms // self.sms_per_tpc
-
     def usable_sms(self, sms: int | None = None) -> int:
         """SMs a partition of `sms` really gets: whole TPCs, at least one, at most the device."""
         if sms is None:

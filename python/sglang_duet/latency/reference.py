@@ -4,7 +4,7 @@ An iteration of a batch runs, on one GPU, the operators of `ops.py` in every lay
 operators over all T new tokens, one attention per request), the TP all-reduces, the LM head
 over the sampling rows, and the host's work (`host_seconds`). Each compute operator takes
 
-    max(FLOPs / (compute(S) * eff_compute), bytes / (bandwidth(S) * eff_bw))      (`roofline_s`)
+    max(FLOPs / (compute(S) * eff_compute), bytes / (bandwidth(S) * eff_bw))      (`op_seconds`)
 
 with the efficiencies of its class (`Calibration`). Attention takes that max per request: a
 batch's rows may sit on both sides of the roofline. `predict` and `explain` below, and the
@@ -46,11 +46,6 @@ class Work:
     part: str  # Breakdown field it adds to: token_ops, attention, lm_head
 
 
-def roofline_s(flops, nbytes, compute: float, bandwidth: float):
-    """Seconds of work bound by compute (FLOP/s) or memory (B/s), whichever is slower."""
-    return np.maximum(flops / compute, nbytes / bandwidth)
-
-
 def iteration_work(m: ModelSpec, b: Batch) -> list[Work]:
     """Every compute operator's work in one iteration of `b` (empty for an empty batch)."""
     L, T, rows = m.num_layers, b.tokens, b.n_sample
@@ -88,10 +83,12 @@ def link_seconds(m: ModelSpec, hw: HardwareSpec, cal: Calibration, tokens: int, 
     return comm, gather
 
 
-def op_seconds(w: Work, hw: HardwareSpec, cal: Calibration, sms: int | None) -> np.ndarray:
-    """Per instance, the roofline seconds of `w` on `sms` SMs."""
+def op_seconds(w: Work, hw: HardwareSpec, cal: Calibration, sms: int | None
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Per instance, (compute seconds, memory seconds) of `w` on `sms` SMs; the operator takes
+    the larger of the two (the roofline)."""
     ec, eb = cal.efficiency(w.cls)
-    return roofline_s(w.flops, w.nbytes, hw.compute(sms) * ec, hw.bandwidth(sms) * eb)
+    return w.flops / (hw.compute(sms) * ec), w.nbytes / (hw.bandwidth(sms) * eb)
 
 
 def predict(hw: HardwareSpec, m: ModelSpec, cal: Calibration, b: Batch, sms: int | None,
@@ -102,7 +99,7 @@ def predict(hw: HardwareSpec, m: ModelSpec, cal: Calibration, b: Batch, sms: int
         return ZERO
     parts = {"token_ops": 0.0, "attention": 0.0, "lm_head": 0.0}
     for w in work:
-        parts[w.part] += float(op_seconds(w, hw, cal, sms).sum())
+        parts[w.part] += float(np.maximum(*op_seconds(w, hw, cal, sms)).sum())
     comm, gather = link_seconds(m, hw, cal, b.tokens, b.n_sample)
     comm *= m.num_layers
     head = parts["lm_head"] + gather
@@ -119,11 +116,9 @@ def explain(hw: HardwareSpec, m: ModelSpec, cal: Calibration, b: Batch, sms: int
     to `predict(...).total_s`."""
     out = []
     for w in iteration_work(m, b):
-        ec, eb = cal.efficiency(w.cls)
-        t_c = w.flops / (hw.compute(sms) * ec)
-        t_m = w.nbytes / (hw.bandwidth(sms) * eb)
+        t_c, t_m = op_seconds(w, hw, cal, sms)
         out.append(_row(w.name, w.cls, w.count, float(w.flops.sum()), float(w.nbytes.sum()),
-                        float(op_seconds(w, hw, cal, sms).sum()), t_c.sum() >= t_m.sum()))
+                        float(np.maximum(t_c, t_m).sum()), t_c.sum() >= t_m.sum()))
     if not out:
         return out
     comm, gather = link_seconds(m, hw, cal, b.tokens, b.n_sample)

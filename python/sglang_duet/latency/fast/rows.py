@@ -61,13 +61,15 @@ def ones(n: int, dtype: type) -> np.ndarray:
     return arr
 
 
+def _decode_rows(c, n: int, sum_c: int, lo: int, hi: int) -> KernelRows:
+    """Decode rows (q = 1) with cached contexts `c` (sum, min, max given): attended = keys read =
+    c + 1 per row."""
+    return KernelRows(n, n, sum_c + n, sum_c + n, ones(n, np.int64), c, lo, hi)
+
+
 def _decode(c: np.ndarray) -> KernelRows:
-    """Decode rows (q = 1) with cached contexts `c`: attended = keys read = c + 1."""
     n = int(c.size)
-    if not n:
-        return NO_ROWS
-    kv = int(c.sum()) + n
-    return KernelRows(n, n, kv, kv, ones(n, np.int64), c, int(c.min()), int(c.max()))
+    return _decode_rows(c, n, int(c.sum()), int(c.min()), int(c.max())) if n else NO_ROWS
 
 
 def _prefill_py(qs: list[int], cs: list[int]) -> KernelRows:
@@ -82,21 +84,16 @@ def rows_py(qs: list[int], cs: list[int]) -> tuple[KernelRows, KernelRows]:
     """`kernel_rows` of a few rows, in Python."""
     if qs and 1 not in qs and 0 not in qs:  # prefill chunks only (the usual small batch)
         return NO_ROWS, _prefill_py(qs, cs)
-    dq: list[int] = []
     dc: list[int] = []
     pq: list[int] = []
     pc: list[int] = []
     for qi, ci in zip(qs, cs, strict=True):
         if qi == 1:
-            dq.append(qi)
             dc.append(ci)
         elif qi > 1:
             pq.append(qi)
             pc.append(ci)
-    dec = NO_ROWS
-    if dc:
-        kv = sum(dc) + len(dc)
-        dec = KernelRows(len(dc), len(dc), kv, kv, dq, dc, min(dc), max(dc))
+    dec = _decode_rows(dc, len(dc), sum(dc), min(dc), max(dc)) if dc else NO_ROWS
     return dec, _prefill_py(pq, pc)
 
 
@@ -106,11 +103,9 @@ def kernel_rows(q: np.ndarray, c: np.ndarray) -> tuple[KernelRows, KernelRows]:
         return rows_py(q.tolist(), c.tolist())
     is_pre = q > 1
     n_pre = int(np.count_nonzero(is_pre))
-    if n_pre == 0 and q.min() == 1:  # decodes only
-        return _decode(c), NO_ROWS
-    dec = _decode(c[q == 1])
     if n_pre == 0:
-        return dec, NO_ROWS
+        return _decode(c if q.min() == 1 else c[q == 1]), NO_ROWS
+    dec = _decode(c[q == 1])
     pq, pc = q[is_pre], c[is_pre]
     if n_pre < SMALL:  # a few prefill chunks among many decodes
         return dec, _prefill_py(pq.tolist(), pc.tolist())
@@ -123,18 +118,14 @@ def kernel_rows(q: np.ndarray, c: np.ndarray) -> tuple[KernelRows, KernelRows]:
 def decode_steps(contexts: Sequence[int] | np.ndarray, offset: int) -> tuple[np.ndarray,
                                                                                KernelRows]:
     """(c, decode rows) of one decode step of each request, ``contexts[i] + offset`` cached."""
-    if isinstance(contexts, list) and 0 < len(contexts) < PY_STATS:
-        n = len(contexts)  # Python's sum/min/max: the same integers as numpy's, sooner
-        c = np.frombuffer(array("q", contexts), np.int64)  # faster than np.array on ints
-        if offset:
-            c = c + offset
-        kv = sum(contexts) + n * offset + n
-        return c, KernelRows(n, n, kv, kv, ones(n, np.int64), c, min(contexts) + offset,
-                             max(contexts) + offset)
     if isinstance(contexts, list) and contexts:
-        c = np.frombuffer(array("q", contexts), np.int64)
+        c = np.frombuffer(array("q", contexts), np.int64)  # faster than np.array on ints
     else:
         c = np.asarray(contexts, dtype=np.int64).reshape(-1)
     if offset:
         c = c + offset
+    if isinstance(contexts, list) and 0 < len(contexts) < PY_STATS:
+        n = len(contexts)  # Python's sum/min/max: the same integers as numpy's, sooner
+        return c, _decode_rows(c, n, sum(contexts) + n * offset, min(contexts) + offset,
+                               max(contexts) + offset)
     return c, _decode(c)
