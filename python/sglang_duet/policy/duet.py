@@ -88,6 +88,9 @@ class DuetPolicy:
         self.correction = Correction(enabled=correction)
         self.optimizer = PartitionOptimizer(menu, self.tbt_slo_s, self.max_lookahead)
         self._prefill_sizes = tuple(menu.total_sms - s for s in menu.decode_sizes)
+        # the CPU round trip a scheduled decode step pays and a look-ahead step does not (s)
+        self._round_trip_s = (latency.host_seconds(True, "scheduled")
+                              - latency.host_seconds(True, "lookahead"))
         # Score the whole menu in one vectorised prediction (and skip shrink evaluations that
         # provably cannot win). False: scalar predictions on demand, the reference path; both
         # give the same plans, bit for bit (tests compare them).
@@ -171,9 +174,7 @@ class DuetPolicy:
             # contention only slow them down): when even that misses tau, skip the search.
             t_alone = self._predict_alone(dec)
             # ... less the CPU round trip a scheduled step pays and a look-ahead step does not
-            gap = self.latency.host_seconds(True, "scheduled") - self.latency.host_seconds(
-                True, "lookahead")
-            if t_alone - gap * f_do > tau and f_do <= min(f_d, f_agg):
+            if t_alone - self._round_trip_s * f_do > tau and f_do <= min(f_d, f_agg):
                 why = f"nothing meets tau={_ms(tau)}; decodes alone (smallest TBT), prefill waits"
                 return self._decode_only(rids, t_alone, why)
         lat = self.latency
@@ -240,10 +241,9 @@ class DuetPolicy:
         t_alone = 0.0
         if not forced:  # decodes alone on the whole GPU (less the host round trip a scheduled
             t_alone = self._predict_alone(dec)  # step pays) bound every plan's gap from below
-            f_do, lat = corr.factor("decode_only", "decode"), self.latency
-            host = lat.host_seconds(True, "scheduled") - lat.host_seconds(True, "lookahead")
+            f_do = corr.factor("decode_only", "decode")
             f_min = min(f_d, corr.factor("aggregated", "total"))
-            if carry + t_alone - host * f_do > tau and f_do <= f_min:
+            if carry + t_alone - self._round_trip_s * f_do > tau and f_do <= f_min:
                 why = f"nothing keeps the gap <= tau={_ms(tau)}; decodes alone, prefill waits"
                 return self._decode_only(rids, t_alone, why)
         ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,

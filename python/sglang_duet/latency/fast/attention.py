@@ -35,9 +35,7 @@ class _Split:
         return self._arrays
 
     @classmethod
-    def of(cls, q_rows, c_rows, bpq: float, bpkv: float) -> _Split:
-        if len(q_rows) <= SPLIT_PY:
-            return cls._of_py(_ints(q_rows), _ints(c_rows), bpq, bpkv)
+    def of_arrays(cls, q_rows, c_rows, bpq: float, bpkv: float) -> _Split:
         q = np.asarray(q_rows, np.int64)
         c = np.asarray(c_rows, np.int64)
         att = q * c + q * (q + 1) // 2
@@ -57,13 +55,10 @@ class _Split:
         return sp
 
     @classmethod
-    def _of_py(cls, qs: list[int], cs: list[int], bpq: float, bpkv: float) -> _Split:
-        """The same values as the numpy build (exact int sums, each converted once); faster
-        for a few rows (prefill chunks)."""
-        att = [qi * ci + qi * (qi + 1) // 2 for qi, ci in zip(qs, cs, strict=True)]
-        kv = [ci + qi for qi, ci in zip(qs, cs, strict=True)]
-        ratio = [a / (bpq * float(qi) + bpkv * float(k)) for a, qi, k in zip(att, qs, kv,
-                                                                               strict=True)]
+    def of_lists(cls, qs: list[int], att: list[int], kv: list[int], ratio: list[float],
+                 bpq: float, bpkv: float) -> _Split:
+        """The same values as `of_arrays` (exact int sums, each converted once) from the rows'
+        per-row lists; faster for a few rows (prefill chunks)."""
         order = sorted(range(len(qs)), key=ratio.__getitem__)  # stable, like argsort(stable)
         a_top, cq, ckv = [0], [0], [0]
         for i in reversed(order):
@@ -79,7 +74,8 @@ class _Split:
 class AttnRows:
     """Attention of one kernel's rows for one model (see the module docstring)."""
 
-    __slots__ = ("n", "a_all", "m_all", "r_lo", "r_hi", "_rows", "_bpq", "_bpkv", "_split")
+    __slots__ = ("n", "a_all", "m_all", "r_lo", "r_hi", "_rows", "_lists", "_bpq", "_bpkv",
+                 "_split")
 
     def __init__(self, rows: KernelRows, bpq: float, bpkv: float, decode: bool) -> None:
         self.n = rows.n
@@ -87,6 +83,7 @@ class AttnRows:
         self._rows = (rows.q_rows, rows.c_rows)
         self._bpq, self._bpkv = bpq, bpkv
         self._split: _Split | None = None
+        self._lists: tuple[list[int], list[int], list[int], list[float]] | None = None
         self.a_all = float(rows.attended)
         self.m_all = bpq * float(rows.q) + bpkv * float(rows.kv)
         self.r_lo = self.r_hi = 0.0
@@ -97,10 +94,18 @@ class AttnRows:
         elif rows.n > SPLIT_PY:
             ratios = self.split().ratios
             self.r_lo, self.r_hi = ratios[0], ratios[-1]
-        elif rows.n:  # few rows (prefill chunks): extreme ratios in Python
-            ratio = [(qi * ci + qi * (qi + 1) // 2) / (bpq * qi + bpkv * (ci + qi))
-                     for qi, ci in zip(_ints(rows.q_rows), _ints(rows.c_rows), strict=True)]
+        elif rows.n:  # few rows (prefill chunks): per-row values in Python, kept for the split
+            qs, cs = _ints(rows.q_rows), _ints(rows.c_rows)
+            att: list[int] = []
+            kv: list[int] = []
+            ratio: list[float] = []
+            for qi, ci in zip(qs, cs, strict=True):  # one loop: cheaper than three for 1-2 rows
+                a, k = qi * ci + qi * (qi + 1) // 2, ci + qi
+                att.append(a)
+                kv.append(k)
+                ratio.append(a / (bpq * qi + bpkv * k))  # ints convert first, as in of_arrays
             self.r_lo, self.r_hi = min(ratio), max(ratio)
+            self._lists = (qs, att, kv, ratio)
 
     @classmethod
     def of(cls, rows: KernelRows, key: object, bpq: float, bpkv: float, decode: bool
@@ -115,7 +120,10 @@ class AttnRows:
 
     def split(self) -> _Split:
         if self._split is None:
-            self._split = _Split.of(*self._rows, self._bpq, self._bpkv)
+            if self._lists is not None:
+                self._split = _Split.of_lists(*self._lists, self._bpq, self._bpkv)
+            else:
+                self._split = _Split.of_arrays(*self._rows, self._bpq, self._bpkv)
         return self._split
 
     def seconds(self, x: float, y: float, t: float) -> float:
