@@ -75,7 +75,7 @@ class Simulation:
         hw = get_hardware(cfg.hardware)
         disagg = self.spec.topology == "disagg"
         workers = cfg.disagg_prefill + cfg.disagg_decode
-        if disagg and cfg.gpus % workers:
+        if disagg and cfg.gpus % workers:  # cfg.validate() checked it for cfg.policy
             raise ValueError(f"{self.spec.name} {cfg.disagg_prefill}P{cfg.disagg_decode}D needs "
                              f"a multiple of {workers} GPUs, got {cfg.gpus}")
         self.replica_tp = cfg.gpus // workers if disagg else cfg.tp
