@@ -99,6 +99,14 @@ class DuetArgs(DuetFlags):
             "min": 0,
         },
     )
+    partition_min_sms: int = field(
+        default=16,
+        metadata={
+            "help": "Fewest SMs either side of a split may have (the backend's own minimum "
+            "rounds it up: 8 for Hopper green contexts, one TPC for libsmctrl).",
+            "min": 1,
+        },
+    )
     hardware: str = field(
         default="auto",
         metadata={

@@ -33,6 +33,11 @@ def test_duet_plans_with_the_runtimes_menu_and_pays_its_graph_memory(backend, n)
         chunked.kv_bytes_per_token)
 
 
+def test_smaller_partitions_reach_the_menu():
+    sim = _sim("duet", partition_min_sms=8, decode_graph_sizes=0)
+    assert sim.menu.decode_sizes == tuple(range(8, 125, 8))
+
+
 def test_aggregated_duet_builds_no_partitions():
     assert _sim("duet", duet_mode="aggregated").sizing == _sim("sglang-chunked").sizing
 

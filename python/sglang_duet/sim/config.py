@@ -39,6 +39,8 @@ class SimConfig:
                                 "for this backend (green-ctx or libsmctrl; partition.plan)")
     decode_graph_sizes: int = _f(6, "duet: partition sizes with captured decode graphs "
                                  "(--duet-decode-graph-sizes; 0: eager spatial decode)")
+    partition_min_sms: int = _f(16, "duet: fewest SMs per side of a split "
+                                "(--duet-partition-min-sms)")
     cuda_graph_max_bs: int | None = _f(None, "largest decode batch with a CUDA graph (SGLang's "
                                        "cuda_graph_max_bs; default: SGLang's for the GPU)")
     pdmux_decode_bs_divisor: int = _f(36, "sglang-pdmux: PDMuxConfig.decode_bs_divisor")
@@ -80,6 +82,8 @@ class SimConfig:
             raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")
         if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
+        if self.partition_min_sms < 1:
+            raise ValueError("--partition-min-sms must be >= 1")
         if self.decode_graph_sizes < 0:
             raise ValueError("--decode-graph-sizes must be >= 0")
         if self.cuda_graph_max_bs is not None and self.cuda_graph_max_bs < 1:

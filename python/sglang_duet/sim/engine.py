@@ -81,7 +81,9 @@ class Simulation:
         self.replica_tp = cfg.gpus // workers if disagg else cfg.tp
         model = get_model(cfg.model, tp=self.replica_tp)
         self.model = model
-        self.menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes)
+        self.menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes,
+                              min_decode=cfg.partition_min_sms,
+                              min_prefill=cfg.partition_min_sms)
         reserve = int(cfg.activation_reserve_gb * 1e9)
         if self.spec.partitions and cfg.duet_mode != "aggregated":  # duet's partition graphs
             reserve += graph_memory_bytes(len(self.menu.graph_sizes), cfg.graph_max_bs())
