@@ -13,8 +13,13 @@ interference and no host time:
   ``t(B) <= tau`` whose KV fits the pool;
 * capacity = replicas / mean(prefill + output tokens x per-token decode cost) over the trace.
 
-It is a bound, not a prediction: no real scheduler overlaps everything perfectly. Seconds,
-tokens, requests per second.
+It charges decode steps as a decode-only instance would run them. A scheduler that rides decode
+rows on a prefill iteration's weight reads (chunked prefill, duet's mixed batches) pays less for
+them, so on prefill-heavy traces it can come close to this figure. ``compute_floor_qps`` is a
+bound no schedule can pass under the model: every token of every request, prompt and output,
+at the compute roofline's per-token time, plus its own attention (a prompt's causal attention;
+an output token's read of its KV at the device's full bandwidth), no weight reads at all.
+Seconds, tokens, requests per second.
 """
 
 from __future__ import annotations
@@ -69,8 +74,11 @@ def physical_bound(cfg: SimConfig) -> dict[str, Any]:
     per_decode_token = _device_s(lat, Batch.decode(b_star, ctx)) / b_star
     work = prefill_s + o * per_decode_token
     replicas = cfg.gpus // cfg.tp
+    kv_read_s = model.kv_bytes_per_token / lat.bandwidth_cap  # one cached token, one step
+    floor = prefill_s + o * per_token + kv_read_s * (o * p + o * (o - 1) / 2)
     return {
         "capacity_qps": round(replicas / float(work.mean()), 4),
+        "compute_floor_qps": round(replicas / float(floor.mean()), 4),
         "prefill_share": round(float(prefill_s.mean() / work.mean()), 4),
         "prefill_s_per_request": round(float(prefill_s.mean()), 6),
         "decode_s_per_request": round(float((o * per_decode_token).mean()), 6),

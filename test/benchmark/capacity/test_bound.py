@@ -12,6 +12,7 @@ def test_bound_moves_with_gpus_slo_and_model():
     base = SimConfig(trace="azure-code")
     b = physical_bound(base)
     assert 0 < b["capacity_qps"] and 0.5 < b["prefill_share"] < 1.0  # 2K prompts, 28 outputs
+    assert b["compute_floor_qps"] > b["capacity_qps"]
     assert physical_bound(replace(base, gpus=4))["capacity_qps"] == 2 * b["capacity_qps"]
     tight = physical_bound(replace(base, tbt_slo_ms=20.0))
     assert tight["decode_batch"] <= b["decode_batch"]
