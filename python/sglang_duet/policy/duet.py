@@ -38,7 +38,7 @@ from .gap_optimizer import BACKLOG_DECODE_SHARE, search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .paper_scheme import ms, paper_search
 from .plan import BatchPlan
-from .sized import Sized, rate, size_aggregated
+from .sized import LazySized, rate
 from .sm_menu import SmMenu
 from .state import PrefillChunk, ReqState
 
@@ -108,6 +108,7 @@ class DuetPolicy:
         self.correction = Correction(enabled=correction)
         self.optimizer = PartitionOptimizer(menu, self.tbt_slo_s, self.max_lookahead)
         self._prefill_sizes = tuple(menu.total_sms - s for s in menu.decode_sizes)
+        self._whole = (menu.total_sms,)  # the same tuple every call (its floor is cached)
         # the CPU round trip a scheduled decode step pays and a look-ahead step does not (s)
         self._round_trip_s = (latency.host_seconds(True, "scheduled")
                               - latency.host_seconds(True, decode_host))
@@ -183,9 +184,8 @@ class DuetPolicy:
             return search(rids, chunks, dec, completes, pre, t_agg, False, decodes)
         sized = None
         if self.sized:  # the largest mixed batch that meets tau, to set against the splits
-            t_none = self.latency.predict(dec).total_s * f_agg
-            sized = size_aggregated(self.latency, dec, chunks, completes, tau, f_agg, t_none,
-                                    t_pre if t_agg is None else t_agg)
+            sized = LazySized(self.latency, self._whole, dec, chunks, completes, tau, f_agg,
+                              t_pre if t_agg is None else t_agg)
         return self._gap_search(rids, chunks, dec, completes, pre, t_agg, False, decodes, sized)
 
     def _spatial_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
@@ -196,9 +196,10 @@ class DuetPolicy:
 
     def _gap_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
                     completes: tuple[bool, ...], pre: Batch, t_agg: float | None, forced: bool,
-                    decodes: Sequence[ReqState], sized: Sized | None = None) -> BatchPlan:
+                    decodes: Sequence[ReqState], lazy: LazySized | None = None) -> BatchPlan:
         """The ``gap`` scheme's plan: the best spatial split (``gap_optimizer``) or the SLO-sized
-        mixed batch ``sized``, whichever prefills faster; fallbacks as the paper's."""
+        mixed batch (``lazy``, sized only when it could prefill faster), whichever prefills
+        faster; fallbacks as the paper's."""
         corr, carry, big_k = self.correction, self._carry_s, self.max_lookahead
         f_d, f_p = corr.factor("spatial", "decode"), corr.factor("spatial", "prefill")
         tau = self.tbt_slo_s / max(corr.margin("spatial", "decode"),
@@ -220,12 +221,14 @@ class DuetPolicy:
         if ch.feasible:
             why = f"gap <= tau={ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)
             sp_rate = rate(sum(c.length for c in ch.prefill), ch.total_s)
+            sized = lazy.get(sp_rate) if lazy is not None else None
             if sized is None or rate(sized.tokens, sized.time_s) < sp_rate:
                 return self._spatial(rids, ch, f_d, f_p, why)
             return self._agg_plan(rids, sized.chunks, sized.time_s,
                                   f"SLO-sized mixed batch ({sized.tokens} tokens) prefills "
                                   f"faster than the best split ({why})")
         why = f"no split keeps the gap <= tau={ms(tau)}"
+        sized = lazy.get(0.0) if lazy is not None else None
         if sized is not None:
             return self._agg_plan(rids, sized.chunks, sized.time_s,
                                   f"{why}; SLO-sized mixed batch ({sized.tokens} tokens)")

@@ -30,7 +30,7 @@ from .state import PrefillChunk
 if TYPE_CHECKING:
     from ..latency import LatencyModel
 
-__all__ = ["ALIGN", "Sized", "rate", "size_aggregated"]
+__all__ = ["ALIGN", "LazySized", "Sized", "rate", "size_aggregated"]
 
 ALIGN = 64
 _STEPS = 4
@@ -94,3 +94,37 @@ def _search(n: int, f_lo: float, f_hi: float, bound_s: float,
         if hi - lo <= max(ALIGN, n // 64):
             break
     return found
+
+
+class LazySized:
+    """The SLO-sized mixed batch, sized (a few predictions) only when it could beat a rate.
+
+    A mixed batch of the decodes and P prefill tokens takes at least the decodes' attention and
+    host time plus every token's (decode and prefill) token-operator compute floor
+    (``LatencyModel.token_seconds_floor``): the other terms only add. So P is at most what that
+    leaves within the bound, and the prefill rate at most ``P / (fixed + (n_d + P) * floor)``.
+    ``whole``: the device's SM count as a 1-tuple, the same object every call."""
+
+    def __init__(self, lat: LatencyModel, whole: tuple[int], dec: Batch,
+                 chunks: tuple[PrefillChunk, ...], completes: tuple[bool, ...], bound_s: float,
+                 factor: float, t_all_floor: float) -> None:
+        self.args = (lat, dec, chunks, completes, bound_s, factor)
+        self.t_all_floor = t_all_floor
+        self.floor = float(lat.token_seconds_floor(whole)[0]) * factor
+        self.n = sum(c.length for c in chunks)
+
+    def get(self, beat: float) -> Sized | None:
+        """The sized batch, or None when none fits or it cannot prefill faster than ``beat``
+        tokens per second (0: always size)."""
+        lat, dec, chunks, completes, bound_s, factor = self.args
+        bd = lat.predict(dec)
+        t_none = bd.total_s * factor
+        if t_none >= bound_s:
+            return None
+        if beat > 0.0 and self.floor > 0.0:
+            fixed = (bd.attention_s + bd.host_s) * factor + len(dec) * self.floor
+            p_max = min(self.n, (bound_s - fixed) / self.floor)
+            if p_max <= 0.0 or p_max / (fixed + p_max * self.floor) <= beat:
+                return None
+        return size_aggregated(lat, dec, chunks, completes, bound_s, factor, t_none,
+                               self.t_all_floor)
