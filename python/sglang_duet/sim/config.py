@@ -38,6 +38,23 @@ class SimConfig:
     kv_xfer_setup_ms: float = _f(6.7, "1P1D fixed cost per KV transfer (ms): NIXL post time, "
                                  "vllm-project/vllm#50913")
     activation_reserve_gb: float = _f(2.0, "GPU memory kept for activations (GB)")
+    # end-to-end costs (issue #22 item 5; each applies to every policy alike)
+    frontend: bool = _f(True, "per-request front-end time: a FIFO intake server per replica "
+                        "(HTTP, chat template, tokenize) and token delivery behind it "
+                        "(sim/frontend.py; costs fitted to published runs)")
+    frontend_costs: str | None = _f(None, "JSON of per-system front-end costs; default: the "
+                                    "committed sim/frontend_costs.json")
+    prefix_cache: bool = _f(True, "radix / automatic prefix cache hits from the trace's "
+                            "hash_ids (sim/prefix_cache.py; SGLang and vLLM V1 default on)")
+    running_caps: bool = _f(True, "each system's max running requests and CUDA-graph decode "
+                            "batch cap (sim/caps.py)")
+    max_running: int | None = _f(None, "requests one replica may hold (prefilling + running); "
+                                 "default: the system's own default (sim/caps.py)")
+    graph_max_bs: int | None = _f(None, "largest graph-replayed decode batch; larger ones pay "
+                                  "eager launches; default: the system's (sim/caps.py)")
+    sglang_schedule: bool = _f(True, "SGLang's default --schedule-policy fcfs: a retracted "
+                               "request re-enters at the back of the waiting queue (vLLM: "
+                               "front); off: at the front for every system")
 
     def validate(self) -> SimConfig:
         """Raise ValueError (one line) on values no run can use."""
@@ -63,6 +80,10 @@ class SimConfig:
             raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")
         if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
+        for name in ("max_running", "graph_max_bs"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

@@ -1,8 +1,9 @@
 """The event-heap loop: arrivals, iteration ends, KV transfers, deferred iteration starts.
 
 Events at the same time are handled in this order (the ``kind`` field of a heap entry):
-``END`` (an iteration finishes; frees KV) < ``XFER`` (a 1P1D KV transfer lands) < arrivals <
-``START`` (an idle replica begins its next iteration). So a replica that frees up at time t
+``END`` (an iteration finishes; frees KV) < ``XFER`` (a 1P1D KV transfer lands) < ``READY`` (a
+request leaves its front end for the scheduler, `frontend.py`) < arrivals < ``START`` (an idle
+replica begins its next iteration). So a replica that frees up at time t
 starts its next iteration only after every arrival at t is queued. Arrivals are not heap entries:
 they are a sorted array merged into the loop. Ties within a kind go by insertion order.
 
@@ -37,16 +38,18 @@ from sglang_duet.policy import SmMenu
 
 from .arrivals import Workload
 from .config import SimConfig
+from .costs import RunCosts
 from .executor import Executor
+from .frontend import FrontEnd
 from .kvcache import KvCache, KvSizing, pages_for, size_kv_cache
 from .policies import PlanContext, PolicySpec, get_policy
-from .replica import Flavor, Replica
+from .replica import Replica
 from .request import Request
 from .router import SimRouter
 
 __all__ = ["SimResult", "Simulation", "simulate"]
 
-END, XFER, ARRIVAL, START = 0, 1, 2, 3
+END, XFER, READY, ARRIVAL, START = 0, 1, 2, 3, 4
 INF = math.inf
 
 
@@ -61,12 +64,13 @@ class SimResult:
     transfers: int = 0
     transfer_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
+    frontend: FrontEnd | None = None  # token delivery for the metrics (sim/frontend.py)
 
 
 class Simulation:
     """One policy over one workload. ``run()`` replays every request to completion."""
 
-    def __init__(self, cfg: SimConfig, workload: Workload, policy: str | None = None,
+    def __init__(self, cfg: SimConfig, workload: Workload, policy: str | PolicySpec | None = None,
                  reuse_predictions: bool = True, own_horizon: bool = True) -> None:
         """``reuse_predictions`` and ``own_horizon`` are speed-ups that leave results unchanged
         (tests compare both settings): reuse the planner's predictions when they are the
@@ -75,7 +79,8 @@ class Simulation:
         cfg.validate()
         self.cfg = cfg
         self.workload = workload
-        self.spec: PolicySpec = get_policy(policy or cfg.policy)
+        self.spec: PolicySpec = (policy if isinstance(policy, PolicySpec)
+                                 else get_policy(policy or cfg.policy))
         hw = get_hardware(cfg.hardware)
         disagg = self.spec.topology == "1p1d"
         if disagg and (cfg.gpus < 2 or cfg.gpus % 2):
@@ -89,13 +94,16 @@ class Simulation:
         budget = self.spec.token_budget or cfg.token_budget
         ctx = PlanContext(self.latency, SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc),
                           cfg.tbt_slo_ms / 1e3, budget, cfg.max_lookahead, cfg.duet_mode)
-        executor = Executor(self.latency, self.spec.free_running)
-        flavor = Flavor.of(self.spec.flavor)
+        costs = RunCosts.build(cfg, self.spec.flavor, hw, model.name, self.replica_tp,
+                               self.sizing, budget, workload.hash_ids is not None)
+        self.costs = costs
+        executor = Executor(self.latency, self.spec.free_running, costs.graph_max_bs)
+        flavor = costs.flavor
 
         def replica(i: int, role: str = "mixed", hand_off=None) -> Replica:
             return Replica(i, self.spec.make(ctx), executor, KvCache(self.sizing.num_pages),
                            flavor, budget, role, hand_off,  # type: ignore[arg-type]
-                           reuse_predictions)
+                           reuse_predictions, **costs.replica_kwargs())  # type: ignore[arg-type]
 
         if disagg:
             self.prefill_rep = replica(0, "prefill", self._hand_off)
@@ -106,6 +114,7 @@ class Simulation:
             self.replicas = [replica(i) for i in range(cfg.gpus // cfg.tp)]
             self.entry = self.replicas
         self.disagg = disagg
+        self.frontend = costs.frontend(len(self.entry))
         self.router = SimRouter(cfg.router, len(self.entry), self.latency, cfg.tbt_slo_ms / 1e3,
                                 cfg.token_budget)
         self._heap: list[tuple[float, int, int, object]] = []
@@ -136,6 +145,11 @@ class Simulation:
             self._push(now, START, rep)
 
     def _horizon(self, rep: Replica) -> float:
+        h = self._work_horizon(rep)
+        fe = self.frontend
+        return h if fe is None or rep.role == "decode" else min(h, fe.next_ready(rep.idx))
+
+    def _work_horizon(self, rep: Replica) -> float:
         if self._own:
             times, p = self._own_times[rep.idx], self._own_ptr[rep.idx]
             return times[p] if p < len(times) else INF
@@ -207,6 +221,9 @@ class Simulation:
         out = w.output_len.tolist()
         n = len(arr)
         requests = [Request(i, arr[i], inp[i], out[i]) for i in range(n)]
+        if self.costs.prefix and w.hash_ids is not None:
+            for r, h in zip(requests, w.hash_ids, strict=True):
+                r.hashes = h
         cap_entry = self.sizing.num_pages
         if self._own:  # round-robin: the j-th admitted arrival goes to replica j % N
             fits = [pages_for(inp[j] + out[j]) <= cap_entry for j in range(n)]
@@ -231,6 +248,11 @@ class Simulation:
                     self._kick(rep, t)
                 elif kind == XFER:
                     self._landed(obj, t)  # type: ignore[arg-type]
+                elif kind == READY:  # through the front end (sim/frontend.py)
+                    rep = self.replicas[obj.entry]  # type: ignore[attr-defined]
+                    self.frontend.handed_over(rep.idx)  # type: ignore[union-attr]
+                    rep.enqueue(obj)  # type: ignore[arg-type]
+                    self._kick(rep, t)
                 else:
                     self._start(obj, t)  # type: ignore[arg-type]
             elif i < n:
@@ -242,8 +264,12 @@ class Simulation:
                     continue
                 rep = self.router.pick(self.entry, r, ta)
                 self._own_ptr[rep.idx] += 1
-                rep.enqueue(r)
-                self._kick(rep, ta)
+                if self.frontend is None:
+                    rep.enqueue(r)
+                    self._kick(rep, ta)
+                else:
+                    r.entry = rep.idx
+                    self._push(self.frontend.intake(rep.idx, ta), READY, r)
             else:
                 break
             events += 1
@@ -255,9 +281,10 @@ class Simulation:
         if stuck:
             raise RuntimeError(f"{len(stuck)} requests never finished (first: {stuck[0]!r})")
         return SimResult(self.spec.name, requests, self.replicas, self.sizing, self.replica_tp,
-                         time.perf_counter() - t_wall, self.transfers, self.transfer_s)
+                         time.perf_counter() - t_wall, self.transfers, self.transfer_s,
+                         frontend=self.frontend)
 
 
-def simulate(cfg: SimConfig, workload: Workload, policy: str | None = None,
+def simulate(cfg: SimConfig, workload: Workload, policy: str | PolicySpec | None = None,
              progress: Callable[[int, int], None] | None = None, **kw: bool) -> SimResult:
     return Simulation(cfg, workload, policy, **kw).run(progress)

@@ -1,6 +1,8 @@
 """Per-run metrics from the requests' token runs and the replicas' step logs.
 
-* TTFT: first token time - arrival. E2E: last token time - arrival.
+* TTFT: first token time - arrival. E2E: last token time - arrival. With the front-end cost on
+  (`SimConfig.frontend`) token times are the client's (`frontend.FrontEnd.deliver`); gap
+  attribution stays on the scheduler's step log.
 * TBT: every gap between consecutive output tokens of a request (look-ahead steps included; a
   preemption's gap spans the recomputation). Percentiles use numpy's linear interpolation.
 * Duration: first arrival to last completion. Throughputs and goodput divide by it.
@@ -31,7 +33,8 @@ RESULT_KEYS = ("completed", "throughput_rps", "output_tps", "ttft_p50_ms", "ttft
 
 
 def token_times(res: SimResult) -> tuple[np.ndarray, np.ndarray, list]:
-    """(times, owner index into the completed list, completed requests), tokens in order."""
+    """(times, owner index into the completed list, completed requests), tokens in order; with a
+    front end (`SimResult.frontend`), the times the client receives them."""
     steps = [np.frombuffer(rep.steps, dtype=np.float64) if len(rep.steps) else np.empty(0)
              for rep in res.replicas]
     done = [r for r in res.requests if r.finish_s >= 0.0]
@@ -46,7 +49,14 @@ def token_times(res: SimResult) -> tuple[np.ndarray, np.ndarray, list]:
             owners.append(np.full(seg.size, j, np.int64))
     if not parts:
         return np.empty(0), np.empty(0, np.int64), done
-    return np.concatenate(parts), np.concatenate(owners), done
+    times, owner = np.concatenate(parts), np.concatenate(owners)
+    fe = res.frontend
+    if fe is not None:  # every token of a front end at once: they queue for the same process
+        entry = np.array([r.entry for r in done], np.int64)[owner]
+        for e in np.unique(entry):
+            sel = entry == e
+            times[sel] = fe.deliver(int(e), times[sel])
+    return times, owner, done
 
 
 def _pct(x: np.ndarray, q: float) -> float | None:
@@ -82,11 +92,16 @@ def summarize(res: SimResult, tbt_slo_s: float, ttft_slo_s: float) -> dict[str, 
     gaps = gaps_all[same]
     gap_owner = owner[1:][same]
     arrival = np.array([r.arrival_s for r in done])
-    ttft = np.array([r.first_token_s for r in done]) - arrival
-    e2e = np.array([r.finish_s for r in done]) - arrival
+    first = np.array([r.first_token_s for r in done])
+    finish = np.array([r.finish_s for r in done])
+    if res.frontend is not None and n:  # what the client sees: the delivered tokens
+        start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        first, finish = times[start], times[start + counts - 1]
+    ttft = first - arrival
+    e2e = finish - arrival
     p99 = _per_request_p99(gaps, gap_owner, n)
     all_arrivals = [r.arrival_s for r in res.requests]
-    duration = (max(r.finish_s for r in done) - min(all_arrivals)) if n else 0.0
+    duration = (float(finish.max()) - min(all_arrivals)) if n else 0.0
     per_s = 1.0 / duration if duration > 0 else 0.0
     out_tokens = int(expected.sum()) if n else 0
     in_tokens = int(sum(r.prompt_len for r in done))

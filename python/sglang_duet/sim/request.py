@@ -23,7 +23,7 @@ class Request:
         "idx", "rid", "arrival_s", "prompt_len", "output_len",
         "base", "gen0", "computed", "gen", "pages", "replica",
         "first_token_s", "finish_s", "runs", "run_t0", "run_s0", "run_rep",
-        "preemptions", "admit_seq", "rejected",
+        "preemptions", "admit_seq", "rejected", "hashes", "entry",
     )
 
     def __init__(self, idx: int, arrival_s: float, prompt_len: int, output_len: int) -> None:
@@ -48,6 +48,8 @@ class Request:
         self.preemptions = 0
         self.admit_seq = 0
         self.rejected = False
+        self.hashes: list[int] | None = None  # the trace's prompt block hashes (prefix cache)
+        self.entry = -1  # the replica whose front end took the request in (sim/frontend.py)
 
     # --- token accounting -----------------------------------------------------------------------
     @property
