@@ -14,8 +14,9 @@
   ``aggregated``, a batch with no prompt tokens ``decode_only`` and one with no decodes
   ``prefill_only`` whatever the planner called them; ``mean_sms_decode`` / ``mean_lookahead``
   average the spatial iterations.
-* Gaps over tau: their count and, in ``gap_causes``, how many each cause explains
-  (``attribution.py``).
+* Gaps over tau: the scheduler's (step-log times, before the front end) and, in
+  ``gap_causes``, how many each cause explains (``attribution.py``); ``client_gaps_over_tau``
+  counts the client's.
 """
 
 from __future__ import annotations
@@ -32,9 +33,9 @@ RESULT_KEYS = ("completed", "throughput_rps", "output_tps", "ttft_p50_ms", "ttft
                "mode_share")
 
 
-def token_times(res: SimResult) -> tuple[np.ndarray, np.ndarray, list]:
+def token_times(res: SimResult, client: bool = True) -> tuple[np.ndarray, np.ndarray, list]:
     """(times, owner index into the completed list, completed requests), tokens in order; with a
-    front end (`SimResult.frontend`), the times the client receives them."""
+    front end (`SimResult.frontend`) and `client`, the times the client receives them."""
     steps = [np.frombuffer(rep.steps, dtype=np.float64) if len(rep.steps) else np.empty(0)
              for rep in res.replicas]
     done = [r for r in res.requests if r.finish_s >= 0.0]
@@ -50,13 +51,20 @@ def token_times(res: SimResult) -> tuple[np.ndarray, np.ndarray, list]:
     if not parts:
         return np.empty(0), np.empty(0, np.int64), done
     times, owner = np.concatenate(parts), np.concatenate(owners)
+    return (delivered(res, times, owner, done) if client else times), owner, done
+
+
+def delivered(res: SimResult, times: np.ndarray, owner: np.ndarray, done: list) -> np.ndarray:
+    """Client-side times of scheduler-side token `times` (unchanged without a front end)."""
     fe = res.frontend
-    if fe is not None:  # every token of a front end at once: they queue for the same process
-        entry = np.array([r.entry for r in done], np.int64)[owner]
-        for e in np.unique(entry):
-            sel = entry == e
-            times[sel] = fe.deliver(int(e), times[sel])
-    return times, owner, done
+    if fe is None or not times.size:
+        return times
+    out = times.copy()
+    entry = np.array([r.entry for r in done], np.int64)[owner]
+    for e in np.unique(entry):  # every token of a front end at once: they share its process
+        sel = entry == e
+        out[sel] = fe.deliver(int(e), times[sel])
+    return out
 
 
 def _pct(x: np.ndarray, q: float) -> float | None:
@@ -82,7 +90,8 @@ def _per_request_p99(gaps: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
 
 
 def summarize(res: SimResult, tbt_slo_s: float, ttft_slo_s: float) -> dict[str, object]:
-    times, owner, done = token_times(res)
+    sched, owner, done = token_times(res, client=False)
+    times = delivered(res, sched, owner, done)
     n = len(done)
     counts = np.bincount(owner, minlength=n) if n else np.zeros(0, np.int64)
     expected = np.array([r.output_len for r in done], np.int64)
@@ -154,7 +163,9 @@ def summarize(res: SimResult, tbt_slo_s: float, ttft_slo_s: float) -> dict[str, 
         "gpu_busy_share": rnd(busy / (duration * len(res.replicas)) if duration else None),
         "kv_transfers": res.transfers,
         "kv_transfer_s": rnd(res.transfer_s),
-        "gaps_over_tau": int(np.count_nonzero(gaps > tbt_slo_s + 1e-12)),
+        "gaps_over_tau": int(np.count_nonzero(
+            (np.diff(sched)[same] if res.frontend is not None else gaps) > tbt_slo_s + 1e-12)),
+        "client_gaps_over_tau": int(np.count_nonzero(gaps > tbt_slo_s + 1e-12)),
         "gap_causes": gap_causes(res, tbt_slo_s),
         "tokens_conserved": tokens_ok,
         "sim_wall_s": rnd(res.wall_s),
