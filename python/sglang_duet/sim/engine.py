@@ -230,6 +230,8 @@ class Simulation:
             times = [arr[j] for j in range(n) if fits[j]]
             nrep = len(self.replicas)
             self._own_times = [times[k::nrep] for k in range(nrep)]
+            if self.frontend is not None:  # new work reaches a scheduler when intake ends
+                self._own_times = [self.frontend.ready_times(t) for t in self._own_times]
         heap = self._heap
         pop = heapq.heappop
         i = 0

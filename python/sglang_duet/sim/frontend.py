@@ -78,6 +78,15 @@ class FrontEnd:
         self._pending[rep].append(ready)
         return ready
 
+    def ready_times(self, arrivals: list[float]) -> list[float]:
+        """When requests arriving at `arrivals` (sorted, one idle replica) reach the scheduler:
+        what `intake` will return for them, known in advance (round-robin routing)."""
+        out, free, serial = [], 0.0, self.cost.serial_s
+        for a in arrivals:
+            free = (a if a > free else free) + serial
+            out.append(free)
+        return out
+
     def handed_over(self, rep: int) -> None:
         """The oldest pending request of `rep` has reached its scheduler."""
         self._pending[rep].popleft()
