@@ -15,6 +15,7 @@ from dataclasses import fields
 
 from benchmark.stamp import write_result
 from sglang_duet.sim import SimConfig, policy_names
+from sglang_duet.sim.policies import check_config
 
 from . import report
 from .search import Cluster, Setting
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         cfgs = [_config(args, t) for t in traces]
         for cfg in cfgs:
             for pol in cfg.policies:
-                cfg.cluster.sim_config(Setting(pol), cfg.start_qps, cfg.requests).validate()
+                sc = cfg.cluster.sim_config(Setting(pol), cfg.start_qps, cfg.requests).validate()
+                check_config(sc)
     except ValueError as e:
         print(f"benchmark.capacity: error: {e}", file=sys.stderr)
         return 2

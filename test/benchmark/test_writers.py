@@ -17,6 +17,10 @@ NOT_RESULTS = {
     ("benchmark/stamp.py", "write_text"): "the one writer",
     ("benchmark/gpu/serving_check.py", "write_text"): "a model config dir for the server",
     ("benchmark/serving/convert.py", "write"): "the request replay file (JSONL input)",
+    ("benchmark/latency_model/e2e_fit.py", "write_text"): "the simulator's front-end cost "
+    "profile (sim/frontend_costs.json: an input, like a calibration profile)",
+    ("benchmark/capacity/search.py", "write"): "the run cache under the output folder's tmp/ "
+    "(git-ignored JSON lines, not a result)",
 }
 
 

@@ -11,6 +11,7 @@ from sglang_duet.latency import Batch
 from sglang_duet.partition.plan import every_tpc, menu_for
 from sglang_duet.partition.sizes import Granularity
 from sglang_duet.policy import DuetPolicy, ReqState, form_chunked_batch
+from sglang_duet.policy.duet import OBJECTIVES
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MENUS = {"tpc": every_tpc(132),
@@ -194,7 +195,8 @@ def test_spatial_choice_is_the_best_feasible_split(work, prm):
 @given(workload(), params)
 def test_gap_choice_is_the_best_split_whose_gap_meets_tau(work, prm):
     """The gap scheme's unshrunk pick equals a full scan of menu x lookahead under its bound:
-    t_d <= tau and t_p - (k - 1) * t_d <= tau (unless every decode is done within k steps)."""
+    t_d <= tau and t_p - k * t_d + max(t_d, t_alone) <= tau (unless every decode is done within
+    k steps), by its objective (prefill tokens per second: a decode token weighs 0)."""
     decodes, waiting = work
     pol = policy("spatial", *prm[1:])
     plan = pol.plan(decodes, waiting)
@@ -204,22 +206,30 @@ def test_gap_choice_is_the_best_split_whose_gap_meets_tau(work, prm):
     t_d, t_p, k = plan.predicted_decode_s, plan.predicted_prefill_s, plan.lookahead
     done = max(r.max_new_tokens - r.generated for r in decodes) if all(
         r.max_new_tokens for r in decodes) else 1 << 30
+    ctx = [r.decode_context for r in decodes]
+    dec = Batch([1] * len(ctx), ctx)
+    alone = pol.latency.predict(dec).total_s
+
+    def boundary(a, b, kk):
+        return b - kk * a + max(a, alone)
+
     assert t_d <= tau + 1e-12 and 1 <= k <= k_max
-    assert t_p - (k - 1) * t_d <= tau + 1e-9 or k >= done
+    assert boundary(t_d, t_p, k) <= tau + 1e-9 or k >= done
     ctx = [r.decode_context for r in decodes]
     dec = Batch([1] * len(ctx), ctx)
     plen = {r.rid: r.prompt_len for r in waiting}
     pre = Batch([c.length for c in plan.prefill], [c.start for c in plan.prefill],
                 [c.completes(plen[c.rid]) for c in plan.prefill])
     n_d, n_p, total = len(decodes), plan.num_prefill_tokens, pol.menu.total_sms
+    w = OBJECTIVES[pol.objective]
     best = 0.0
     for s in pol.menu.decode_sizes:
         bd, bp = pol.latency.predict_concurrent(dec, pre, s, total - s)
         a, b = bd.total_s, bp.total_s
         for kk in range(1, k_max + 1):
-            if a <= tau and (b - (kk - 1) * a <= tau or kk >= done):
-                best = max(best, (kk * n_d + n_p) / max(kk * a, b))
-    assert (k * n_d + n_p) / plan.predicted_total_s >= best * (1 - 1e-9)
+            if a <= tau and (boundary(a, b, kk) <= tau + 1e-9 or kk >= done):
+                best = max(best, (kk * w * n_d + n_p) / max(kk * a, b))
+    assert (k * w * n_d + n_p) / plan.predicted_total_s >= best * (1 - 1e-9)
 
 
 @SETTINGS

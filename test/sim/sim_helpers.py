@@ -7,6 +7,7 @@ import numpy as np
 from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
 from sglang_duet.partition.plan import graph_memory_bytes, plan_menu
 from sglang_duet.sim import SimConfig, Workload, get_policy, simulate, summarize
+from sglang_duet.sim.caps import sglang_graph_max_bs
 from sglang_duet.sim.kvcache import PAGE_SIZE
 
 
@@ -36,7 +37,7 @@ def mem_fraction_for(tokens: int, model: str = "qwen3-8b", policy: str | None = 
     if policy is not None and get_policy(policy).partitions and mode != "aggregated":
         cfg = SimConfig()
         menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes)
-        need += graph_memory_bytes(len(menu.graph_sizes), cfg.graph_max_bs())
+        need += graph_memory_bytes(len(menu.graph_sizes), sglang_graph_max_bs(cfg.tp))
     return need / get_hardware("h100-sxm").hbm_bytes
 
 

@@ -2,18 +2,26 @@
 
 Expected times are built from single LatencyModel predictions of the batches each iteration must
 run, so these tests pin the simulator's scheduling (which batch runs when), not the latency model.
+The front end (`sim/frontend.py`, on by default since issue #22) only delays when a request
+reaches the scheduler and when its tokens reach the client; these runs turn it off, and its own
+hand-worked runs are in `test_frontend.py`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from sim_helpers import latency, make_workload, pred, run
+from sim_helpers import latency, make_workload, pred
+from sim_helpers import run as _run
 
 from sglang_duet.sim import SimConfig
 from sglang_duet.sim.metrics import token_times
 
 REL = 1e-9
+
+
+def run(workload, policy, **kw):
+    return _run(workload, policy, frontend=False, **kw)
 
 
 def _tokens(res):

@@ -43,7 +43,8 @@ def test_prefill_batch_is_whole_requests_up_to_max_prefill_tokens():
 def test_decode_free_runs_until_the_prefill_is_seen_done():
     # A decodes while B's 6000-token prompt prefills on 112 SMs: A's steps come every t_d on
     # 20 SMs, and the iteration ends with the first step at or after the prefill's end
-    res, _ = run(make_workload([0.0, 0.02], [500, 6000], [200, 2]), "sglang-pdmux", gpus=1)
+    res, _ = run(make_workload([0.0, 0.02], [500, 6000], [200, 2]), "sglang-pdmux", gpus=1,
+                 frontend=False)  # scheduler-side times (the front end shifts the client's)
     rep = res.replicas[0]
     spatial = list(rep.iter_kind).index(ITER_KINDS.index("spatial"))
     start = rep.iter_start[spatial]

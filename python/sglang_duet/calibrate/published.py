@@ -56,10 +56,12 @@ class PublishedRow:
         return spec.sharded(self.tp) if spec is not None else None
 
     def batch(self) -> Batch:
-        """The iteration: one prefill of `prefill_tokens` after `context_tokens`, or
-        `decode_batch` decodes each with `context_tokens` cached."""
+        """The iteration: a prefill of `prefill_tokens` after `context_tokens` (of
+        `decode_batch` such prompts when that is set), or `decode_batch` decodes each with
+        `context_tokens` cached."""
         if self.phase == "prefill":
-            return Batch.prefill(self.prefill_tokens, self.context_tokens)
+            n = max(1, self.decode_batch)
+            return Batch([self.prefill_tokens] * n, [self.context_tokens] * n)
         return Batch.decode(self.decode_batch, self.context_tokens)
 
     def cpu_share(self) -> float:

@@ -145,6 +145,9 @@ MODELS: dict[str, ModelSpec] = {
     # meta-llama/Llama-3.1-8B: 32 layers, hidden 4096, 32 q / 8 KV heads (head dim 4096/32 =
     # 128), MLP 14336, vocab 128256, untied embeddings.
     "llama-3.1-8b": ModelSpec("llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, False, 2),
+    # meta-llama/Llama-3.1-70B: 80 layers, hidden 8192, 64 q / 8 KV heads of 128, MLP 28672,
+    # vocab 128256, untied embeddings.
+    "llama-3.1-70b": ModelSpec("llama-3.1-70b", 80, 8192, 64, 8, 128, 28672, 128256, False, 2),
 }
 
 

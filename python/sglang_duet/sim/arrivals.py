@@ -32,6 +32,7 @@ class Workload:
     input_len: np.ndarray
     output_len: np.ndarray
     description: str
+    hash_ids: list[list[int]] | None = None  # per request, the prompt's block hashes (if known)
 
     def __len__(self) -> int:
         return int(self.arrival_s.shape[0])
@@ -62,7 +63,9 @@ def build_arrivals(
     if qps is None:
         arr = trace.arrival_s[:n] - trace.arrival_s[0]
         desc = f"{trace.name}: first {n} of {total} requests, trace timestamps"
-        return Workload(arr.copy(), trace.input_len[:n].copy(), trace.output_len[:n].copy(), desc)
+        hashes = None if trace.hash_ids is None else list(trace.hash_ids[:n])
+        return Workload(arr.copy(), trace.input_len[:n].copy(), trace.output_len[:n].copy(), desc,
+                        hashes)
     if not qps > 0:
         raise ValueError("qps must be > 0")
     idx = np.random.default_rng(seed).choice(total, size=n, replace=n > total)
@@ -72,7 +75,8 @@ def build_arrivals(
               else f"all {n} requests (shuffled, seed {seed})" if n == total
               else f"{n} draws with replacement from {total} requests (seed {seed})")
     desc = f"{trace.name}: {picked}, Poisson {qps:g} req/s"
-    return Workload(arr, trace.input_len[idx].copy(), trace.output_len[idx].copy(), desc)
+    hashes = None if trace.hash_ids is None else [trace.hash_ids[i] for i in idx]
+    return Workload(arr, trace.input_len[idx].copy(), trace.output_len[idx].copy(), desc, hashes)
 
 
 def fixed_workload(

@@ -41,8 +41,6 @@ class SimConfig:
                                  "(--duet-decode-graph-sizes; 0: eager spatial decode)")
     partition_min_sms: int = _f(16, "duet: fewest SMs per side of a split "
                                 "(--duet-partition-min-sms)")
-    cuda_graph_max_bs: int | None = _f(None, "largest decode batch with a CUDA graph (SGLang's "
-                                       "cuda_graph_max_bs; default: SGLang's for the GPU)")
     pdmux_decode_bs_divisor: int = _f(36, "sglang-pdmux: PDMuxConfig.decode_bs_divisor")
     pdmux_split_forward_budget: int = _f(65536, "sglang-pdmux: PDMuxConfig."
                                          "split_forward_token_budget (tokens x layers per loop)")
@@ -57,6 +55,23 @@ class SimConfig:
     kv_xfer_setup_ms: float = _f(6.7, "1P1D fixed cost per KV transfer (ms): NIXL post time, "
                                  "vllm-project/vllm#50913")
     activation_reserve_gb: float = _f(2.0, "GPU memory kept for activations (GB)")
+    # end-to-end costs (issue #22 item 5; each applies to every policy alike)
+    frontend: bool = _f(True, "per-request front-end time: a FIFO intake server per replica "
+                        "(HTTP, chat template, tokenize) and token delivery behind it "
+                        "(sim/frontend.py; costs fitted to published runs)")
+    frontend_costs: str | None = _f(None, "JSON of per-system front-end costs; default: the "
+                                    "committed sim/frontend_costs.json")
+    prefix_cache: bool = _f(True, "radix / automatic prefix cache hits from the trace's "
+                            "hash_ids (sim/prefix_cache.py; SGLang and vLLM V1 default on)")
+    running_caps: bool = _f(True, "each system's max running requests and CUDA-graph decode "
+                            "batch cap (sim/caps.py)")
+    max_running: int | None = _f(None, "requests one replica may hold (prefilling + running); "
+                                 "default: the system's own default (sim/caps.py)")
+    graph_max_bs: int | None = _f(None, "largest graph-replayed decode batch; larger ones pay "
+                                  "eager launches; default: the system's (sim/caps.py)")
+    sglang_schedule: bool = _f(True, "SGLang's default --schedule-policy fcfs: a retracted "
+                               "request re-enters at the back of the waiting queue (vLLM: "
+                               "front); off: at the front for every system")
 
     def validate(self) -> SimConfig:
         """Raise ValueError (one line) on values no run can use."""
@@ -86,30 +101,18 @@ class SimConfig:
             raise ValueError("--partition-min-sms must be >= 1")
         if self.decode_graph_sizes < 0:
             raise ValueError("--decode-graph-sizes must be >= 0")
-        if self.cuda_graph_max_bs is not None and self.cuda_graph_max_bs < 1:
-            raise ValueError("--cuda-graph-max-bs must be >= 1")
         if min(self.pdmux_decode_bs_divisor, self.pdmux_split_forward_budget,
                self.pdmux_max_prefill_tokens) < 1:
             raise ValueError("--pdmux-* values must be >= 1")
         if self.disagg_prefill < 1 or self.disagg_decode < 1:
             raise ValueError("--disagg-prefill and --disagg-decode must be >= 1")
-        from .policies import POLICIES
-
-        workers = self.disagg_prefill + self.disagg_decode
-        spec = POLICIES.get(self.policy)
-        if spec is not None and spec.topology == "disagg" and self.gpus % workers:
-            raise ValueError(f"{self.policy} {self.disagg_prefill}P{self.disagg_decode}D needs "
-                             f"a multiple of {workers} GPUs, got {self.gpus}")
+        for name in ("max_running", "graph_max_bs"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self
-
-    def graph_max_bs(self) -> int:
-        """``cuda_graph_max_bs``, or SGLang 0.5.17's default on an 80-141 GB GPU: 256 below
-        TP 4, else 512 (``ServerArgs._handle_gpu_memory_settings``)."""
-        if self.cuda_graph_max_bs is not None:
-            return self.cuda_graph_max_bs
-        return 256 if self.tp < 4 else 512
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

@@ -1,8 +1,9 @@
 """The event-heap loop: arrivals, iteration ends, KV transfers, deferred iteration starts.
 
 Events at the same time are handled in this order (the ``kind`` field of a heap entry):
-``END`` (an iteration finishes; frees KV) < ``XFER`` (a 1P1D KV transfer lands) < arrivals <
-``START`` (an idle replica begins its next iteration). So a replica that frees up at time t
+``END`` (an iteration finishes; frees KV) < ``XFER`` (a 1P1D KV transfer lands) < ``READY`` (a
+request leaves its front end for the scheduler, `frontend.py`) < arrivals < ``START`` (an idle
+replica begins its next iteration). So a replica that frees up at time t
 starts its next iteration only after every arrival at t is queued. Arrivals are not heap entries:
 they are a sorted array merged into the loop. Ties within a kind go by insertion order.
 
@@ -31,18 +32,21 @@ from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_mod
 from sglang_duet.partition.plan import graph_memory_bytes, plan_menu
 
 from .arrivals import Workload
+from .caps import sglang_graph_max_bs
 from .config import SimConfig
+from .costs import RunCosts
 from .disagg import Disagg
 from .executor import Executor
+from .frontend import FrontEnd
 from .kvcache import KvCache, KvSizing, pages_for, size_kv_cache
-from .policies import PlanContext, PolicySpec, get_policy
-from .replica import Flavor, Replica
+from .policies import PlanContext, PolicySpec, check_config, get_policy
+from .replica import Replica
 from .request import Request
 from .router import SimRouter
 
 __all__ = ["SimResult", "Simulation", "simulate"]
 
-END, XFER, ARRIVAL, START = 0, 1, 2, 3
+END, XFER, READY, ARRIVAL, START = 0, 1, 2, 3, 4
 INF = math.inf
 
 
@@ -57,12 +61,13 @@ class SimResult:
     transfers: int = 0
     transfer_s: float = 0.0
     extra: dict[str, object] = field(default_factory=dict)
+    frontend: FrontEnd | None = None  # token delivery for the metrics (sim/frontend.py)
 
 
 class Simulation:
     """One policy over one workload. ``run()`` replays every request to completion."""
 
-    def __init__(self, cfg: SimConfig, workload: Workload, policy: str | None = None,
+    def __init__(self, cfg: SimConfig, workload: Workload, policy: str | PolicySpec | None = None,
                  reuse_predictions: bool = True, own_horizon: bool = True) -> None:
         """``reuse_predictions`` and ``own_horizon`` are speed-ups that leave results unchanged
         (tests compare both settings): reuse the planner's predictions when they are the
@@ -71,13 +76,13 @@ class Simulation:
         cfg.validate()
         self.cfg = cfg
         self.workload = workload
-        self.spec: PolicySpec = get_policy(policy or cfg.policy)
+        self.spec: PolicySpec = (policy if isinstance(policy, PolicySpec)
+                                 else get_policy(policy or cfg.policy))
         hw = get_hardware(cfg.hardware)
         disagg = self.spec.topology == "disagg"
         workers = cfg.disagg_prefill + cfg.disagg_decode
-        if disagg and cfg.gpus % workers:  # cfg.validate() checked it for cfg.policy
-            raise ValueError(f"{self.spec.name} {cfg.disagg_prefill}P{cfg.disagg_decode}D needs "
-                             f"a multiple of {workers} GPUs, got {cfg.gpus}")
+        if not isinstance(policy, PolicySpec):
+            check_config(cfg, self.spec.name)
         self.replica_tp = cfg.gpus // workers if disagg else cfg.tp
         model = get_model(cfg.model, tp=self.replica_tp)
         self.model = model
@@ -86,21 +91,25 @@ class Simulation:
                               min_prefill=cfg.partition_min_sms)
         reserve = int(cfg.activation_reserve_gb * 1e9)
         if self.spec.partitions and cfg.duet_mode != "aggregated":  # duet's partition graphs
-            reserve += graph_memory_bytes(len(self.menu.graph_sizes), cfg.graph_max_bs())
+            reserve += graph_memory_bytes(len(self.menu.graph_sizes),
+                                          cfg.graph_max_bs or sglang_graph_max_bs(cfg.tp))
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, reserve)
         self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration))
         budget = self.spec.token_budget(cfg)
         ctx = PlanContext(self.latency, self.menu, cfg.tbt_slo_ms / 1e3, budget, cfg)
+        costs = RunCosts.build(cfg, self.spec.flavor, hw, model.name, self.replica_tp,
+                               self.sizing, budget, workload.hash_ids is not None)
+        self.costs = costs
         decode_host = self.menu.decode_host if self.spec.partitions else "lookahead"
         executor = Executor(self.latency, self.spec.free_running, decode_host,
-                            self.spec.split_forward_budget(cfg))
-        flavor = Flavor.of(self.spec.flavor)
+                            self.spec.split_forward_budget(cfg), costs.graph_max_bs)
+        flavor = costs.flavor
 
         def replica(i: int, role: str = "mixed", hand_off=None) -> Replica:
             return Replica(i, self.spec.make(ctx), executor, KvCache(self.sizing.num_pages),
                            flavor, budget, role, hand_off,  # type: ignore[arg-type]
-                           reuse_predictions)
+                           reuse_predictions, **costs.replica_kwargs())  # type: ignore[arg-type]
 
         self.disagg: Disagg | None = None
         if disagg:
@@ -114,6 +123,7 @@ class Simulation:
         else:
             self.replicas = [replica(i) for i in range(cfg.gpus // cfg.tp)]
             self.entry = self.replicas
+        self.frontend = costs.frontend(len(self.entry))
         self.router = SimRouter(cfg.router, len(self.entry), self.latency, cfg.tbt_slo_ms / 1e3,
                                 cfg.token_budget)
         self._heap: list[tuple[float, int, int, object]] = []
@@ -135,6 +145,11 @@ class Simulation:
             self._push(now, START, rep)
 
     def _horizon(self, rep: Replica) -> float:
+        h = self._work_horizon(rep)
+        fe = self.frontend
+        return h if fe is None or rep.role == "decode" else min(h, fe.next_ready(rep.idx))
+
+    def _work_horizon(self, rep: Replica) -> float:
         if self._own:
             times, p = self._own_times[rep.idx], self._own_ptr[rep.idx]
             return times[p] if p < len(times) else INF
@@ -179,12 +194,17 @@ class Simulation:
         out = w.output_len.tolist()
         n = len(arr)
         requests = [Request(i, arr[i], inp[i], out[i]) for i in range(n)]
+        if self.costs.prefix and w.hash_ids is not None:
+            for r, h in zip(requests, w.hash_ids, strict=True):
+                r.hashes = h
         cap_entry = self.sizing.num_pages
         if self._own:  # round-robin: the j-th admitted arrival goes to replica j % N
             fits = [pages_for(inp[j] + out[j]) <= cap_entry for j in range(n)]
             times = [arr[j] for j in range(n) if fits[j]]
             nrep = len(self.replicas)
             self._own_times = [times[k::nrep] for k in range(nrep)]
+            if self.frontend is not None:  # new work reaches a scheduler when intake ends
+                self._own_times = [self.frontend.ready_times(t) for t in self._own_times]
         heap = self._heap
         pop = heapq.heappop
         i = 0
@@ -203,6 +223,11 @@ class Simulation:
                     self._kick(rep, t)
                 elif kind == XFER:
                     self._landed(*obj, t)  # type: ignore[misc]
+                elif kind == READY:  # through the front end (sim/frontend.py)
+                    rep = self.replicas[obj.entry]  # type: ignore[attr-defined]
+                    self.frontend.handed_over(rep.idx)  # type: ignore[union-attr]
+                    rep.enqueue(obj)  # type: ignore[arg-type]
+                    self._kick(rep, t)
                 else:
                     self._start(obj, t)  # type: ignore[arg-type]
             elif i < n:
@@ -214,8 +239,12 @@ class Simulation:
                     continue
                 rep = self.router.pick(self.entry, r, ta)
                 self._own_ptr[rep.idx] += 1
-                rep.enqueue(r)
-                self._kick(rep, ta)
+                if self.frontend is None:
+                    rep.enqueue(r)
+                    self._kick(rep, ta)
+                else:
+                    r.entry = rep.idx
+                    self._push(self.frontend.intake(rep.idx, ta), READY, r)
             else:
                 break
             events += 1
@@ -229,9 +258,9 @@ class Simulation:
         dis = self.disagg
         return SimResult(self.spec.name, requests, self.replicas, self.sizing, self.replica_tp,
                          time.perf_counter() - t_wall, dis.transfers if dis else 0,
-                         dis.transfer_s if dis else 0.0)
+                         dis.transfer_s if dis else 0.0, frontend=self.frontend)
 
 
-def simulate(cfg: SimConfig, workload: Workload, policy: str | None = None,
+def simulate(cfg: SimConfig, workload: Workload, policy: str | PolicySpec | None = None,
              progress: Callable[[int, int], None] | None = None, **kw: bool) -> SimResult:
     return Simulation(cfg, workload, policy, **kw).run(progress)

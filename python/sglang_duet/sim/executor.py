@@ -60,15 +60,20 @@ def sliced_prefill_s(t_p: float, t_d: float, layers: int, tokens: int, budget: i
 
 class Executor:
     """``decode_host``: host kind of a spatial decode step (``partition.plan.MenuPlan``);
-    ``split_forward_budget``: pdmux's layer slicing (tokens), None for no slicing."""
+    ``split_forward_budget``: pdmux's layer slicing (tokens), None for no slicing;
+    ``graph_max_bs``: the system's CUDA-graph decode cap (``sim/caps.py``)."""
 
     def __init__(self, latency: LatencyModel, free_running: bool = False,
-                 decode_host: str = "lookahead", split_forward_budget: int | None = None
-                 ) -> None:
+                 decode_host: str = "lookahead", split_forward_budget: int | None = None,
+                 graph_max_bs: int = 1 << 62) -> None:
         self.latency = latency
         self.free_running = free_running
         self.decode_host = decode_host
         self.split_forward_budget = split_forward_budget
+        # a decode-only batch above the system's CUDA-graph cap runs eager (sim/caps.py): it
+        # pays the layers' launches instead of one replay
+        self.graph_max_bs = graph_max_bs
+        self.eager_extra_s = latency.host_seconds(False) - latency.host_seconds(True)
 
     def time_plan(
         self,
@@ -92,7 +97,7 @@ class Executor:
                 return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
                                        t_d, t_p)
             if mode == "decode_only":
-                t = plan.predicted_decode_s
+                t = plan.predicted_decode_s + self._eager(n_d)
                 return IterationTiming(k * t, [t * j for j in range(1, k + 1)], t, 0.0)
             if mode == "aggregated":
                 t = plan.predicted_total_s
@@ -118,6 +123,7 @@ class Executor:
                                    t_d, t_p)
         if mode == "decode_only" or not prefill_q:
             t = lat.predict(Batch(np.ones(n_d, np.int64), np.asarray(decode_ctx, np.int64))).total_s
+            t += self._eager(n_d)
             k = plan.lookahead
             return IterationTiming(k * t, [t * j for j in range(1, k + 1)], t, 0.0)
         # aggregated (mixed or prefill-only), or a degenerate spatial plan: one batch, whole GPU
@@ -157,4 +163,9 @@ class Executor:
             else:
                 stack.append((a, mid))
                 stack.append((mid, b))
-        return out
+        extra = self._eager(ctx.shape[0])
+        return out + extra if extra else out
+
+    def _eager(self, n_decode: int) -> float:
+        """Extra seconds of a decode-only pass of `n_decode` requests over the graph cap."""
+        return self.eager_extra_s if n_decode > self.graph_max_bs else 0.0

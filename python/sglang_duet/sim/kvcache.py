@@ -11,13 +11,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["Flavor", "KvCache", "KvSizing", "pages_for", "size_kv_cache"]
+import numpy as np
+
+__all__ = ["Flavor", "KvCache", "KvSizing", "kv_steps", "pages_for", "size_kv_cache"]
 
 PAGE_SIZE = 16
 
 
 def pages_for(tokens: int, page_size: int = PAGE_SIZE) -> int:
     return -(-tokens // page_size)
+
+
+def kv_steps(ctx: np.ndarray, pages: np.ndarray, free: int, page: int, m_cap: int) -> int:
+    """Most decode steps (<= m_cap, >= 1) that requests holding `pages` pages, with cached
+    contexts `ctx`, can run before their page growth exceeds `free` pages (binary search)."""
+
+    def need(j: int) -> int:
+        return int(np.maximum(-(-(ctx + j) // page) - pages, 0).sum())
+
+    if need(m_cap) <= free:
+        return m_cap
+    lo, hi = 1, m_cap  # need(lo) <= free (made room), need(hi) > free
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if need(mid) <= free:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 @dataclass(frozen=True)
@@ -106,15 +127,23 @@ class KvCache:
 
 @dataclass(frozen=True)
 class Flavor:
-    """Memory behaviour of the serving system a replica imitates."""
+    """Memory behaviour of the serving system a replica imitates.
+
+    ``retract_to_back``: where a preempted request re-enters the waiting queue. SGLang 0.5.17's
+    default ``--schedule-policy fcfs`` keeps the queue in arrival order (`SchedulePolicy.
+    calc_priority` returns without sorting) and appends a retracted request at its back
+    (`Scheduler._add_request_to_queue`, from `update_running_batch`); vLLM V1 puts it at the
+    front (`Scheduler.schedule`: ``self.waiting.prepend_request(preempted_req)``)."""
 
     name: Literal["sglang", "vllm"] = "sglang"
     reserve_init: float = 0.7
     reserve_min: float = 0.1
     reserve_decay_steps: int = 600
+    retract_to_back: bool = False
 
     @classmethod
-    def of(cls, name: str) -> Flavor:
+    def of(cls, name: str, sglang_schedule: bool = True) -> Flavor:
+        """`sglang_schedule`: SGLang's retract-to-back order (False: front, as before)."""
         if name == "vllm":
             return cls("vllm", 0.0, 0.0, 1)
-        return cls("sglang")
+        return cls("sglang", retract_to_back=sglang_schedule)

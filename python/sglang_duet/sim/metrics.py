@@ -1,6 +1,8 @@
 """Per-run metrics from the requests' token runs and the replicas' step logs.
 
-* TTFT: first token time - arrival. E2E: last token time - arrival.
+* TTFT: first token time - arrival. E2E: last token time - arrival. With the front-end cost on
+  (`SimConfig.frontend`) token times are the client's (`frontend.FrontEnd.deliver`); gap
+  attribution stays on the scheduler's step log.
 * TBT: every gap between consecutive output tokens of a request (look-ahead steps included; a
   preemption's gap spans the recomputation). Percentiles use numpy's linear interpolation.
 * Duration: first arrival to last completion. Throughputs and goodput divide by it.
@@ -12,8 +14,9 @@
   ``aggregated``, a batch with no prompt tokens ``decode_only`` and one with no decodes
   ``prefill_only`` whatever the planner called them; ``mean_sms_decode`` / ``mean_lookahead``
   average the spatial iterations.
-* Gaps over tau: their count and, in ``gap_causes``, how many each cause explains
-  (``attribution.py``).
+* Gaps over tau: the scheduler's (step-log times, before the front end) and, in
+  ``gap_causes``, how many each cause explains (``attribution.py``); ``client_gaps_over_tau``
+  counts the client's.
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ RESULT_KEYS = ("completed", "throughput_rps", "output_tps", "ttft_p50_ms", "ttft
                "mode_share")
 
 
-def token_times(res: SimResult) -> tuple[np.ndarray, np.ndarray, list]:
-    """(times, owner index into the completed list, completed requests), tokens in order."""
+def token_times(res: SimResult, client: bool = True) -> tuple[np.ndarray, np.ndarray, list]:
+    """(times, owner index into the completed list, completed requests), tokens in order; with a
+    front end (`SimResult.frontend`) and `client`, the times the client receives them."""
     steps = [np.frombuffer(rep.steps, dtype=np.float64) if len(rep.steps) else np.empty(0)
              for rep in res.replicas]
     done = [r for r in res.requests if r.finish_s >= 0.0]
@@ -46,7 +50,21 @@ def token_times(res: SimResult) -> tuple[np.ndarray, np.ndarray, list]:
             owners.append(np.full(seg.size, j, np.int64))
     if not parts:
         return np.empty(0), np.empty(0, np.int64), done
-    return np.concatenate(parts), np.concatenate(owners), done
+    times, owner = np.concatenate(parts), np.concatenate(owners)
+    return (delivered(res, times, owner, done) if client else times), owner, done
+
+
+def delivered(res: SimResult, times: np.ndarray, owner: np.ndarray, done: list) -> np.ndarray:
+    """Client-side times of scheduler-side token `times` (unchanged without a front end)."""
+    fe = res.frontend
+    if fe is None or not times.size:
+        return times
+    out = times.copy()
+    entry = np.array([r.entry for r in done], np.int64)[owner]
+    for e in np.unique(entry):  # every token of a front end at once: they share its process
+        sel = entry == e
+        out[sel] = fe.deliver(int(e), times[sel])
+    return out
 
 
 def _pct(x: np.ndarray, q: float) -> float | None:
@@ -72,7 +90,8 @@ def _per_request_p99(gaps: np.ndarray, owner: np.ndarray, n: int) -> np.ndarray:
 
 
 def summarize(res: SimResult, tbt_slo_s: float, ttft_slo_s: float) -> dict[str, object]:
-    times, owner, done = token_times(res)
+    sched, owner, done = token_times(res, client=False)
+    times = delivered(res, sched, owner, done)
     n = len(done)
     counts = np.bincount(owner, minlength=n) if n else np.zeros(0, np.int64)
     expected = np.array([r.output_len for r in done], np.int64)
@@ -82,11 +101,16 @@ def summarize(res: SimResult, tbt_slo_s: float, ttft_slo_s: float) -> dict[str, 
     gaps = gaps_all[same]
     gap_owner = owner[1:][same]
     arrival = np.array([r.arrival_s for r in done])
-    ttft = np.array([r.first_token_s for r in done]) - arrival
-    e2e = np.array([r.finish_s for r in done]) - arrival
+    first = np.array([r.first_token_s for r in done])
+    finish = np.array([r.finish_s for r in done])
+    if res.frontend is not None and n:  # what the client sees: the delivered tokens
+        start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        first, finish = times[start], times[start + counts - 1]
+    ttft = first - arrival
+    e2e = finish - arrival
     p99 = _per_request_p99(gaps, gap_owner, n)
     all_arrivals = [r.arrival_s for r in res.requests]
-    duration = (max(r.finish_s for r in done) - min(all_arrivals)) if n else 0.0
+    duration = (float(finish.max()) - min(all_arrivals)) if n else 0.0
     per_s = 1.0 / duration if duration > 0 else 0.0
     out_tokens = int(expected.sum()) if n else 0
     in_tokens = int(sum(r.prompt_len for r in done))
@@ -139,7 +163,9 @@ def summarize(res: SimResult, tbt_slo_s: float, ttft_slo_s: float) -> dict[str, 
         "gpu_busy_share": rnd(busy / (duration * len(res.replicas)) if duration else None),
         "kv_transfers": res.transfers,
         "kv_transfer_s": rnd(res.transfer_s),
-        "gaps_over_tau": int(np.count_nonzero(gaps > tbt_slo_s + 1e-12)),
+        "gaps_over_tau": int(np.count_nonzero(
+            (np.diff(sched)[same] if res.frontend is not None else gaps) > tbt_slo_s + 1e-12)),
+        "client_gaps_over_tau": int(np.count_nonzero(gaps > tbt_slo_s + 1e-12)),
         "gap_causes": gap_causes(res, tbt_slo_s),
         "tokens_conserved": tokens_ok,
         "sim_wall_s": rnd(res.wall_s),

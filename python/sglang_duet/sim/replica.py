@@ -2,10 +2,12 @@
 
 Request lifecycle on a replica:
 
-1. ``queue``: routed here, no KV yet (FIFO; preempted requests re-enter at the front).
-2. ``prefilling``: admitted -- KV pages for its whole (re)prefill are held. Admission is FIFO
-   with head-of-line blocking, up to ``token_budget`` prompt tokens in flight, and only while
-   the pages fit next to the running decodes' next step plus, for the ``sglang`` flavour, a
+1. ``queue``: routed here, no KV yet (FIFO; preempted requests re-enter at the front, or at the
+   back under SGLang's schedule, ``Flavor.retract_to_back``).
+2. ``prefilling``: admitted -- KV pages for its whole (re)prefill are held; a prefix-cache hit
+   starts it with those tokens computed. Admission is FIFO, head-of-line blocking, up to
+   ``token_budget`` prompt tokens in flight and ``max_running`` requests, only while the pages
+   fit next to the running decodes' next step plus, for the ``sglang`` flavour, a
    reservation of ``ratio x remaining output tokens`` (SGLang's new-token ratio: starts at 0.7,
    decays to 0.1 over ``reserve_decay_steps`` decode steps, back to 0.7 after a retraction).
 3. ``running``: prefill done (first token sampled), one token per decode step. Before every
@@ -30,8 +32,9 @@ from typing import Literal
 import numpy as np
 
 from .executor import Executor
-from .kvcache import Flavor, KvCache
+from .kvcache import Flavor, KvCache, kv_steps
 from .policies import Planner
+from .prefix_cache import PrefixCache
 from .request import Request
 
 __all__ = ["ITER_KINDS", "Flavor", "Replica"]
@@ -54,6 +57,8 @@ class Replica:
         role: Role = "mixed",
         on_prefilled: Callable[[Request, float], None] | None = None,
         reuse_predictions: bool = True,
+        max_running: int = 1 << 62,
+        prefix: PrefixCache | None = None,
     ) -> None:
         self.idx = idx
         self.planner = planner
@@ -63,6 +68,7 @@ class Replica:
         self.token_budget = token_budget
         self.role = role
         self.on_prefilled = on_prefilled
+        self.max_running, self.prefix = max_running, prefix  # sim/caps.py, sim/prefix_cache.py
         # the planner predicts with the executor's own model: its predictions may be reused
         self._reuse_ok = reuse_predictions and getattr(planner, "latency", None) is (
             executor.latency)
@@ -88,12 +94,8 @@ class Replica:
         self.finished: list[Request] = []
         # statistics
         self.mode_iters: dict[str, int] = {}
-        self.spatial_iters = 0
-        self.sd_sum = 0
-        self.k_sum = 0
+        self.spatial_iters = self.sd_sum = self.k_sum = self.preemptions = self.plans = 0
         self.busy_s = 0.0
-        self.preemptions = 0
-        self.plans = 0
 
     # --- intake ---------------------------------------------------------------------------------
     def enqueue(self, r: Request) -> None:
@@ -131,7 +133,10 @@ class Replica:
         self.outstanding -= r.base - r.computed
         r.reset_for_recompute()
         self.outstanding += r.base
-        self.queue.appendleft(r)
+        if self.flavor.retract_to_back:
+            self.queue.append(r)
+        else:
+            self.queue.appendleft(r)
         self.preemptions += 1
         self.ratio = self.flavor.reserve_init
 
@@ -164,7 +169,8 @@ class Replica:
             rem += sum(r.remaining_out for r in self.prefilling)
             free -= -(-int(ratio * rem) // page)
         inflight = sum(r.base - r.computed for r in self.prefilling)
-        while self.queue and inflight < self.token_budget:
+        slots = self.max_running - len(self.running) - len(self.prefilling)
+        while self.queue and inflight < self.token_budget and slots > 0:
             r = self.queue[0]
             pages = -(-r.base // page)
             need = pages + (-(-int(ratio * r.remaining_out) // page) if ratio > 0.0 else 0)
@@ -172,9 +178,14 @@ class Replica:
                                     and not self.prefilling):
                 break
             self.queue.popleft()
+            if self.prefix is not None and r.hashes:
+                hit = self.prefix.lookup(r.hashes, r.base, (self.kv.free - pages) * page)
+                r.computed = hit
+                self.outstanding -= hit
             self.kv.alloc(pages)
             r.pages = pages
             free -= need
+            slots -= 1
             inflight += r.base - r.computed
             self._admit_seq += 1
             r.admit_seq = self._admit_seq
@@ -303,24 +314,10 @@ class Replica:
 
     def _kv_steps(self, ctx: np.ndarray, m_cap: int, reqs: list[Request] | None = None) -> int:
         """Most decode steps (<= m_cap, >= 1) of ``reqs`` (default: the running requests, in
-        the order of ``ctx``) whose page growth fits the free pages."""
+        the order of ``ctx``) whose page growth fits the free pages (`kvcache.kv_steps`)."""
         reqs = self.running if reqs is None else reqs
         pages = np.fromiter((r.pages for r in reqs), np.int64, len(reqs))
-        free, page = self.kv.free, self.page
-
-        def need(j: int) -> int:
-            return int(np.maximum(-(-(ctx + j) // page) - pages, 0).sum())
-
-        if need(m_cap) <= free:
-            return m_cap
-        lo, hi = 1, m_cap  # need(lo) <= free (made room), need(hi) > free
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if need(mid) <= free:
-                lo = mid
-            else:
-                hi = mid
-        return lo
+        return kv_steps(ctx, pages, self.kv.free, self.page, m_cap)
 
     def finish(self, now: float) -> None:
         """Apply the iteration that ends at ``now``."""
@@ -369,6 +366,8 @@ class Replica:
                 r.open_run(self.idx, -1.0, s_base + k)
 
     def _prefilled(self, r: Request, now: float) -> None:
+        if self.prefix is not None and r.hashes:
+            self.prefix.insert(r.hashes)
         r.gen = 1  # the completing chunk samples a token
         self.outstanding -= 1
         if self.role == "prefill":

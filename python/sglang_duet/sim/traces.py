@@ -32,6 +32,7 @@ class Trace:
     arrival_s: np.ndarray  # float64
     input_len: np.ndarray  # int64
     output_len: np.ndarray  # int64
+    hash_ids: tuple[list[int], ...] | None = None  # Mooncake: prompt block hashes per request
 
     def __len__(self) -> int:
         return int(self.input_len.shape[0])
@@ -82,12 +83,13 @@ def load_azure(path: str, name: str | None = None) -> Trace:
 
 
 def load_mooncake(path: str, name: str | None = None) -> Trace:
-    """Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids).
+    """Mooncake JSONL (timestamp ms, input_length, output_length, hash_ids: one id per 512-token
+    prompt block, kept for the prefix cache).
 
     The conversation trace's timestamps come in ~3 s buckets; requests sharing a timestamp are
     spread evenly over the gap to the next distinct timestamp (3 s after the last one).
     """
-    ts, inp, out = [], [], []
+    ts, inp, out, hashes = [], [], [], []
     try:
         with open(path) as f:
             for line in f:
@@ -97,13 +99,14 @@ def load_mooncake(path: str, name: str | None = None) -> Trace:
                 ts.append(float(d["timestamp"]) / 1000.0)
                 inp.append(int(d["input_length"]))
                 out.append(int(d["output_length"]))
+                hashes.append([int(h) for h in d.get("hash_ids", ())])
     except OSError as e:
         raise TraceError(f"cannot read trace {path}: {e.strerror or e}") from e
     except (ValueError, KeyError, TypeError) as e:
         raise TraceError(f"{path}: not a Mooncake JSONL trace ({e!r})") from e
     t = np.array(ts, dtype=np.float64)
     return _finish(name or os.path.basename(path), _spread_buckets(t), np.array(inp),
-                   np.array(out))
+                   np.array(out), hashes if any(hashes) else None)
 
 
 def _spread_buckets(t: np.ndarray, last_gap: float = 3.0) -> np.ndarray:
@@ -120,14 +123,16 @@ def _spread_buckets(t: np.ndarray, last_gap: float = 3.0) -> np.ndarray:
     return spread
 
 
-def _finish(name: str, ts: np.ndarray, inp: np.ndarray, out: np.ndarray) -> Trace:
+def _finish(name: str, ts: np.ndarray, inp: np.ndarray, out: np.ndarray,
+            hashes: list[list[int]] | None = None) -> Trace:
     if ts.size == 0:
         raise TraceError(f"{name}: empty trace")
     if (inp < 1).any() or (out < 1).any():
         raise TraceError(f"{name}: token counts must be >= 1")
     order = np.argsort(ts, kind="stable")
     ts = ts[order] - ts[order[0]]
-    return Trace(name, ts, inp[order].astype(np.int64), out[order].astype(np.int64))
+    ordered = None if hashes is None else tuple(hashes[i] for i in order)
+    return Trace(name, ts, inp[order].astype(np.int64), out[order].astype(np.int64), ordered)
 
 
 TRACES: dict[str, tuple[str, Callable[[str, str | None], Trace]]] = {

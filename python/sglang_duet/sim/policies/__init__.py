@@ -25,7 +25,7 @@ from ..config import SimConfig
 from .baselines import ChunkedPolicy, PrefillFirstPolicy
 from .pdmux import PdmuxPolicy
 
-__all__ = ["POLICIES", "PlanContext", "Planner", "PolicySpec", "get_policy",
+__all__ = ["POLICIES", "PlanContext", "Planner", "PolicySpec", "check_config", "get_policy",
            "policy_names"]
 
 
@@ -114,6 +114,16 @@ POLICIES: dict[str, PolicySpec] = {
                    "transfer", _chunked, "vllm", topology="disagg"),
     )
 }
+
+
+def check_config(cfg: SimConfig, policy: str | None = None) -> None:
+    """ValueError (one line) when ``cfg`` cannot run ``policy`` (default ``cfg.policy``): what
+    ``SimConfig.validate`` cannot know without the policy's topology."""
+    spec = get_policy(policy or cfg.policy)
+    workers = cfg.disagg_prefill + cfg.disagg_decode
+    if spec.topology == "disagg" and cfg.gpus % workers:
+        raise ValueError(f"{spec.name} {cfg.disagg_prefill}P{cfg.disagg_decode}D needs a "
+                         f"multiple of {workers} GPUs, got {cfg.gpus}")
 
 
 def policy_names() -> list[str]:
