@@ -85,7 +85,7 @@ class Simulation:
         self.model = model
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9))
-        self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration))
+        self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration), cfg.interference)
         budget = self.spec.token_budget or cfg.token_budget
         ctx = PlanContext(self.latency, SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc),
                           cfg.tbt_slo_ms / 1e3, budget, cfg.max_lookahead, cfg.duet_mode)
