@@ -50,7 +50,10 @@ def combine_totals(
     # rho = 1 where demand fits: the formulas below then return t_d and t_p unchanged, exactly
     # (x / 1.0 == x, x + s * 0.0 == x)
     if positive:
-        rho = cap / np.maximum(bytes_d / t_d + bytes_p / t_p, cap)
+        demand = bytes_d / t_d + bytes_p / t_p
+        if demand.max() <= cap:  # the usual case: fits at every pair, so nothing changes
+            return t_d, t_p
+        rho = cap / np.maximum(demand, cap)
     else:  # a pair with an empty side (zero time) runs unchanged, as in `combine`
         ok = (t_d > 0.0) & (t_p > 0.0)
         demand = bytes_d / np.where(ok, t_d, 1.0) + bytes_p / np.where(ok, t_p, 1.0)
