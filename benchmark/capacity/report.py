@@ -13,9 +13,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 COLORS = {"duet": "tab:red", "duet-paper": "salmon", "vllm-chunked": "tab:blue",
           "sglang-chunked": "tab:cyan", "sglang-default": "tab:gray",
-          "sglang-pdmux": "tab:purple", "dynamo-1p1d": "tab:orange"}
+          "sglang-pdmux": "tab:purple", "dynamo": "tab:orange"}
 AGGREGATED = ("vllm-chunked", "sglang-chunked", "sglang-default")
-DISAGG_LIKE = ("sglang-pdmux", "dynamo-1p1d")
+DISAGG_LIKE = ("sglang-pdmux", "dynamo")
 
 
 def stem(cfg: dict[str, Any]) -> str:
@@ -99,7 +99,7 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{_gap_cell(m)} |")
     rt = ratios(result)
     if rt:
-        lines += ["", f"duet / better of sglang-pdmux, dynamo-1p1d: {_num(rt['vs_disagg_like'], 2)}"
+        lines += ["", f"duet / better of sglang-pdmux, dynamo: {_num(rt['vs_disagg_like'], 2)}"
                   f"x (target 1.2x); duet / best aggregated: {_num(rt['vs_aggregated'], 2)}x "
                   "(target 1.5x)."]
     lines += ["", f"Sweep wall time: {result['wall_s']} s.", ""]

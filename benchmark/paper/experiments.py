@@ -1,7 +1,7 @@
 """The runs behind the paper's comparisons, on the simulator (``sglang_duet.sim``).
 
 * Observation 3: Agg-vLLM (``vllm-chunked``, 2 replicas, round-robin) vs Disagg 1P1D
-  (``dynamo-1p1d``) on 8000-token prompts / 200 output tokens, Poisson QPS 1..8,
+  (``dynamo``) on 8000-token prompts / 200 output tokens, Poisson QPS 1..8,
   ``OBS3_REQUESTS`` requests per point.
 * End to end, every policy on the same arrivals (2x H100):
   Azure-Code at QPS 16 (the whole trace: 8,819 requests), Azure-Conv at QPS 16 (the whole trace:
@@ -23,7 +23,7 @@ from sglang_duet.sim.cli import run_config
 
 OBS3_QPS = (1, 2, 3, 4, 5, 6, 7, 8)
 OBS3_REQUESTS = 200
-OBS3_POLICIES = ("vllm-chunked", "dynamo-1p1d")
+OBS3_POLICIES = ("vllm-chunked", "dynamo")
 
 
 @dataclass(frozen=True)

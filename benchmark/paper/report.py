@@ -12,10 +12,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from .claims import CLAIMS, OBS3_CLAIMS  # noqa: E402
 
-LABELS = {"vllm-chunked": "Agg-vLLM (2 replicas)", "dynamo-1p1d": "Disagg 1P1D"}
+LABELS = {"vllm-chunked": "Agg-vLLM (2 replicas)", "dynamo": "Disagg 1P1D"}
 COLORS = {"duet": "tab:red", "duet-paper": "salmon", "vllm-chunked": "tab:blue",
           "sglang-chunked": "tab:cyan", "sglang-default": "tab:gray",
-          "sglang-pdmux": "tab:purple", "dynamo-1p1d": "tab:orange"}
+          "sglang-pdmux": "tab:purple", "dynamo": "tab:orange"}
 
 
 # --- figures ------------------------------------------------------------------------------------
@@ -92,7 +92,7 @@ def _knee(xs: list[int], ys: list[float], factor: float = 3.0) -> int | None:
 
 def _obs3_md(obs3: dict[str, Any]) -> list[str]:
     q = obs3["qps"]
-    a, d = obs3["results"]["vllm-chunked"], obs3["results"]["dynamo-1p1d"]
+    a, d = obs3["results"]["vllm-chunked"], obs3["results"]["dynamo"]
     lines = [
         "## Observation 3: aggregation vs 1P1D disaggregation",
         "",
@@ -172,9 +172,9 @@ def _relations(key: str, res: dict[str, Any]) -> list[str]:
     if key == "azure-code-14b-tp2":
         tbt = _rank(res, "tbt_p99_ms", False)
         thr = _rank(res, "throughput_rps", True)
-        out.append(f"- P99 TBT, lowest first: {', '.join(tbt)} (paper: dynamo-1p1d, then duet).")
+        out.append(f"- P99 TBT, lowest first: {', '.join(tbt)} (paper: dynamo, then duet).")
         out.append(f"- Throughput, highest first: {', '.join(thr)} (paper: duet first, "
-                   "dynamo-1p1d last).")
+                   "dynamo last).")
     return out
 
 

@@ -276,10 +276,10 @@ def test_only_kept_splits_are_created(fake_dir):
         fake_dir,
         """
         from sglang_duet.partition import PartitionMenu, get_backend
-        from sglang_duet.policy import spread_evenly
+        from sglang_duet.partition.plan import menu_for
         fake = ctypes.CDLL("libcuda.so.1")
-        menu = PartitionMenu.build(get_backend("green-ctx"), 0, 16, 16,
-                                   select=lambda name, sizes: spread_evenly(sizes, 6))
+        menu = PartitionMenu.build(get_backend("green-ctx"), 0, 16, 16, select=lambda *a:
+                                   menu_for(*a, graph_sizes=6, cuda_graphs=True).decode_sizes)
         res["sizes"] = list(menu.decode_sizes)
         res["live"] = fake.fake_live()
         menu.close()

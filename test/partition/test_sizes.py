@@ -75,8 +75,9 @@ class TestDecodeSizes:
         assert set(thin) <= set(full)
 
     def test_matches_policy_sm_menu(self):
-        menu_mod = pytest.importorskip("sglang_duet.policy.sm_menu")
+        from sglang_duet.partition.plan import menu_for
+
         for total, g in [(132, Granularity(8, 8)), (108, Granularity(4, 2))]:
             ours = decode_sizes(total, g, 16, 16)
-            theirs = menu_mod.SmMenu.from_granularity(total, g.step_sms, 16, 16).decode_sizes
+            theirs = menu_for("libsmctrl", total, g, 0, False, 16, 16).sm_menu.decode_sizes
             assert ours == theirs

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sglang_duet.policy import PartitionOptimizer, PrefillChunk, SmMenu
+from sglang_duet.partition.plan import every_tpc
+from sglang_duet.policy import PartitionOptimizer, PrefillChunk
 from sglang_duet.policy.optimizer import _first_true, best_lookahead
 
 
@@ -83,7 +84,7 @@ def brute_force(menu, opt, n_d, chunks, evaluate):
 def test_optimizer_matches_brute_force_without_shrinking(
     n_d, n_p, tau, work, rate, contention, big_k, hint
 ):
-    menu = SmMenu.tpc_masks(132)
+    menu = every_tpc(132)
     opt = PartitionOptimizer(menu, tau, big_k, shrink=False)
     opt._hint_boundary = hint  # any start gives the same answer
     opt._hint_cross = [hint] * big_k
@@ -108,7 +109,7 @@ def test_optimizer_matches_brute_force_without_shrinking(
     rate=st.floats(50.0, 5000.0),
 )
 def test_shrinking_only_ever_raises_the_objective(n_d, n_p, tau, work, rate):
-    menu = SmMenu.tpc_masks(132)
+    menu = every_tpc(132)
     chunks = (PrefillChunk("a", 0, n_p // 2), PrefillChunk("b", 100, n_p - n_p // 2))
     chunks = tuple(c for c in chunks if c.length)
     evaluate = synthetic(work, rate, 0.3, 132)
@@ -128,7 +129,7 @@ def test_shrinking_only_ever_raises_the_objective(n_d, n_p, tau, work, rate):
 
 
 def test_exhaustive_picks_best_objective_when_nothing_is_feasible():
-    menu = SmMenu.tpc_masks(132)
+    menu = every_tpc(132)
     evaluate = synthetic(50.0, 1000.0, 0.2, 132)  # t_d >= 0.38 s everywhere
     opt = PartitionOptimizer(menu, 0.01, 4, shrink=False)
     chunks = (PrefillChunk("w", 0, 4096),)
@@ -155,7 +156,7 @@ def test_table_and_floor_change_nothing(n_d, n_p, tau, work, rate, contention, b
                                         exhaustive):
     """A precomputed table of the full chunks and a valid floor (shrink pruning) give the same
     choice as evaluating on demand, shrinking included."""
-    menu = SmMenu.tpc_masks(132)
+    menu = every_tpc(132)
     chunks = (PrefillChunk("a", 0, n_p // 2), PrefillChunk("b", 100, n_p - n_p // 2))
     chunks = tuple(c for c in chunks if c.length)
     evaluate = synthetic(work, rate, contention, 132)

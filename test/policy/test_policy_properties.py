@@ -8,10 +8,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sglang_duet.latency import Batch
-from sglang_duet.policy import DuetPolicy, ReqState, SmMenu, form_chunked_batch
+from sglang_duet.partition.plan import every_tpc, menu_for
+from sglang_duet.partition.sizes import Granularity
+from sglang_duet.policy import DuetPolicy, ReqState, form_chunked_batch
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MENUS = {"tpc": SmMenu.tpc_masks(132), "green": SmMenu.green_contexts(132)}
+MENUS = {"tpc": every_tpc(132),
+         "green": menu_for("green-ctx", 132, Granularity(8, 8), 0, False, 8, 8).sm_menu}
 
 
 @functools.cache

@@ -6,8 +6,9 @@ import itertools
 
 import pytest
 
+from sglang_duet.partition.plan import menu_for
 from sglang_duet.partition.sizes import Granularity, decode_sizes
-from sglang_duet.policy import SmMenu, menu_decode_sizes, spread_evenly
+from sglang_duet.policy import menu_decode_sizes, spread_evenly
 
 H100_GREEN = tuple(range(16, 113, 8))  # 13 sizes: 8-SM groups, >= 16 SMs per side, 132 SMs
 
@@ -56,7 +57,8 @@ class TestMenuDecodeSizes:
             sizes = menu_decode_sizes(total, g, g, m, m)
             assert decode_sizes(total, Granularity(g, g), m, m) == sizes
             if sizes:
-                assert SmMenu.from_granularity(total, g, m, m).decode_sizes == sizes
+                plan = menu_for("libsmctrl", total, Granularity(g, g), 0, False, m, m)
+                assert plan.sm_menu.decode_sizes == sizes
 
 
 class TestSpreadEvenly:

@@ -8,6 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sglang_duet.partition.plan import every_tpc, menu_for
+from sglang_duet.partition.sizes import Granularity
 from sglang_duet.policy import BatchPlan, PrefillChunk, ReqState, SmMenu
 
 
@@ -38,10 +40,10 @@ def test_prefill_chunk_completion():
 
 
 def test_tpc_and_green_context_menus_on_h100():
-    tpc = SmMenu.tpc_masks(132)
+    tpc = every_tpc(132)
     assert tpc.decode_sizes == tuple(range(2, 131, 2))
     assert tpc.granularity == 2
-    green = SmMenu.green_contexts(132)
+    green = menu_for("green-ctx", 132, Granularity(8, 8), 0, False, 8, 8).sm_menu
     assert green.decode_sizes == tuple(range(8, 121, 8))
     assert all(132 - s >= 8 for s in green.decode_sizes)
 
@@ -52,9 +54,9 @@ def test_tpc_and_green_context_menus_on_h100():
     min_d=st.integers(1, 40),
     min_p=st.integers(1, 40),
 )
-def test_from_granularity_properties(total, gran, min_d, min_p):
+def test_menu_for_properties(total, gran, min_d, min_p):
     try:
-        menu = SmMenu.from_granularity(total, gran, min_d, min_p)
+        menu = menu_for("none", total, Granularity(gran, gran), 0, False, min_d, min_p).sm_menu
     except ValueError:
         # only when nothing fits
         assert not [s for s in range(gran, total, gran) if s >= min_d and total - s >= min_p]

@@ -6,11 +6,18 @@ import pytest
 
 import sglang_duet.partition as partition
 from sglang_duet.args import DuetArgs
-from sglang_duet.partition import Granularity, PartitionBackend, PartitionMenu, RawPair
-from sglang_duet.runtime.components import CPU_PROFILE, build_menu
+from sglang_duet.partition import PartitionBackend, PartitionMenu, RawPair
+from sglang_duet.partition.plan import plan_menu, table_granularity
+from sglang_duet.runtime.components import CPU_PROFILE, build_components, build_menu
+
+TINY = {"model_type": "qwen3", "hidden_size": 256, "num_attention_heads": 8,
+        "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 512,
+        "num_hidden_layers": 3, "vocab_size": 1000}
 
 
 class Backend(PartitionBackend):
+    """A fake 132-SM H100 backend that answers with the table's granularity."""
+
     name = "green-ctx"
 
     def __init__(self):
@@ -24,7 +31,7 @@ class Backend(PartitionBackend):
         return 132
 
     def granularity(self, device=0):
-        return Granularity(8, 8, "probe")
+        return table_granularity(self.name, "h100-sxm")[1]
 
     def create_pair(self, device, decode_sms, min_prefill_sms):
         self.made.append(decode_sms)
@@ -33,9 +40,10 @@ class Backend(PartitionBackend):
                        lambda: self.open.discard(decode_sms))
 
 
-@pytest.fixture
-def gpu_menu(monkeypatch):
+@pytest.fixture(params=["green-ctx"])
+def gpu_menu(monkeypatch, request):
     backend = Backend()
+    backend.name = request.param
 
     def build(name, device, select=None):
         return PartitionMenu.build(backend, device, 16, 16, select=select), "fake green contexts"
@@ -66,6 +74,28 @@ def test_no_graphs_keeps_the_whole_menu(gpu_menu, args, cuda_graphs):
     sm_menu, parts, _, graph_sizes = build_menu(args, CPU_PROFILE, "cuda", 0, cuda_graphs)
     assert graph_sizes == ()
     assert sm_menu.decode_sizes == parts.decode_sizes == ALL
+
+
+@pytest.mark.parametrize("gpu_menu", ["green-ctx", "libsmctrl"], indirect=True)
+@pytest.mark.parametrize("n", [0, 4, 6, 30])
+def test_the_simulator_plans_exactly_the_runtimes_menu(gpu_menu, n):
+    """One rule: the menu the runtime builds equals `plan_menu`, what the simulator's duet
+    plans with, sizes, graphs and the spatial decode step's host kind alike."""
+    args = DuetArgs(decode_graph_sizes=n, partition_backend=gpu_menu.name, hardware="h100-sxm")
+    menus = build_menu(args, CPU_PROFILE, "cuda", 0, cuda_graphs=True)
+    plan = plan_menu(gpu_menu.name, "h100-sxm", n)
+    assert menus.sm_menu == plan.sm_menu
+    assert menus.graph_sizes == plan.graph_sizes
+    assert gpu_menu.made == list(plan.decode_sizes)
+    parts = build_components(args, hf_config=TINY, tp_size=1, device="cuda", gpu_id=0,
+                             token_budget=8192, cuda_graphs=True)
+    assert parts.policy.menu == plan.sm_menu
+    assert parts.policy.decode_host == plan.decode_host
+
+
+def test_aggregated_mode_builds_no_partitions(gpu_menu):
+    menus = build_menu(DuetArgs(mode="aggregated"), CPU_PROFILE, "cuda", 0, cuda_graphs=True)
+    assert menus.partitions is None and menus.graph_sizes == () and gpu_menu.made == []
 
 
 def test_cpu_has_no_partitions_and_no_graphs():

@@ -6,8 +6,8 @@ import contextlib
 
 import pytest
 
+from sglang_duet.partition.plan import graphs_wanted
 from sglang_duet.runtime import decode_graphs, patches
-from sglang_duet.runtime.decode_graphs import graphs_wanted
 
 
 class TestWanted:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
-from sglang_duet.sim import SimConfig, Workload, simulate, summarize
+from sglang_duet.partition.plan import graph_memory_bytes, plan_menu
+from sglang_duet.sim import SimConfig, Workload, get_policy, simulate, summarize
 from sglang_duet.sim.kvcache import PAGE_SIZE
 
 
@@ -25,11 +26,17 @@ def pred(q, c, sample=None) -> float:
     return latency().predict(Batch(q, c, sample)).total_s
 
 
-def mem_fraction_for(tokens: int, model: str = "qwen3-8b") -> float:
-    """A --mem-fraction leaving room for about ``tokens`` KV tokens (no activation reserve)."""
+def mem_fraction_for(tokens: int, model: str = "qwen3-8b", policy: str | None = None,
+                     mode: str = "adaptive") -> float:
+    """A --mem-fraction leaving room for about ``tokens`` KV tokens (no activation reserve) under
+    ``policy`` (duet's partition decode graphs take their memory too, as in the engine)."""
     spec = get_model(model)
     pages = -(-tokens // PAGE_SIZE)
     need = spec.weight_bytes + pages * PAGE_SIZE * spec.kv_bytes_per_token + 1
+    if policy is not None and get_policy(policy).partitions and mode != "aggregated":
+        cfg = SimConfig()
+        menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes)
+        need += graph_memory_bytes(len(menu.graph_sizes), cfg.graph_max_bs())
     return need / get_hardware("h100-sxm").hbm_bytes
 
 

@@ -53,9 +53,9 @@ def test_retraction_is_preemption():
 def test_1p1d_first_gap_waits_to_join():
     # a long decode batch on the decode worker; a new request's KV lands mid-iteration
     w = make_workload([0.0] + [0.05 * i for i in range(1, 40)], [64] * 40, [400] * 40)
-    _, m = run(w, "dynamo-1p1d", tbt_slo_ms=1000.0)
+    _, m = run(w, "dynamo", tbt_slo_ms=1000.0)
     step_ms = m["tbt_max_ms"] / 2  # the longest gap: waiting out a step, then its own step
-    _, m = run(w, "dynamo-1p1d", tbt_slo_ms=step_ms * 1.3)  # over one step, under two
+    _, m = run(w, "dynamo", tbt_slo_ms=step_ms * 1.3)  # over one step, under two
     assert set(_causes(m)) == {"kv_admission"}
 
 
@@ -67,7 +67,7 @@ def test_every_gap_over_tau_has_one_cause(policy):
     _, m = run(w, policy, tbt_slo_ms=40.0)
     assert set(m["gap_causes"]) == set(CAUSES)
     assert sum(m["gap_causes"].values()) == m["gaps_over_tau"]
-    if policy in ("duet", "sglang-pdmux", "dynamo-1p1d"):  # these keep every gap within tau
+    if policy in ("duet", "sglang-pdmux", "dynamo"):  # these keep every gap within tau
         assert m["gaps_over_tau"] == 0
     else:
         assert m["gaps_over_tau"] > 0

@@ -39,7 +39,7 @@ def test_quiet_single(tmp_path, capsys):
     [["--policy", "nope"], ["--trace", "/no/such/trace.csv"], ["--model", "gpt-5"],
      ["--hardware", "tpu"], ["--router", "random"], ["--gpus", "3", "--tp", "2"],
      ["--model", "qwen3-14b", "--hardware", "a100-80g", "--mem-fraction", "0.3"],
-     ["--policy", "dynamo-1p1d", "--gpus", "1"], ["--qps", "0"]],
+     ["--policy", "dynamo", "--gpus", "1"], ["--qps", "0"]],
 )
 def test_errors_are_one_line_exit_2(argv, capsys):
     assert main(argv + ["--num-requests", "3"]) == 2

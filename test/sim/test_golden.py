@@ -79,7 +79,7 @@ def test_round_robin_spreads_requests():
 
 
 def test_dynamo_adds_the_kv_transfer_before_the_first_decode():
-    res, m = run(make_workload([0.0], [1000], [3]), "dynamo-1p1d", gpus=2)
+    res, m = run(make_workload([0.0], [1000], [3]), "dynamo", gpus=2)
     lat, cfg = latency(), SimConfig()
     # NixlConnector's measured throughput and post time, not NVLink's peak (engine docstring)
     xfer = cfg.kv_xfer_setup_ms / 1e3 + 1000 * lat.model.kv_bytes_per_token / (

@@ -46,8 +46,8 @@ class TestConservation:
     @pytest.mark.parametrize("policy", POLICIES)
     def test_tight_kv_preempts_and_recovers(self, policy):
         # ~4.5k tokens of KV for 60 requests of up to 3k+300 tokens: decodes must be preempted
-        res, m = run(_random_workload(2), policy, mem_fraction=mem_fraction_for(4500),
-                     activation_reserve_gb=0.0)
+        res, m = run(_random_workload(2), policy,
+                     mem_fraction=mem_fraction_for(4500, policy=policy), activation_reserve_gb=0.0)
         _check_conserved(res, m)
         assert m["preemptions"] > 0
         # a preempted request's tokens are still one sequence: count equals its output length
@@ -58,7 +58,7 @@ class TestConservation:
            kv=st.sampled_from([3500, 8000, 200_000]), gpus=st.sampled_from([2, 4]))
     def test_property(self, seed, policy, kv, gpus):
         res, m = run(_random_workload(seed, n=25, rate=50.0), policy, gpus=gpus,
-                     mem_fraction=mem_fraction_for(kv), activation_reserve_gb=0.0,
+                     mem_fraction=mem_fraction_for(kv, policy=policy), activation_reserve_gb=0.0,
                      router="least-tokens")
         _check_conserved(res, m)
         times, owner, _ = token_times(res)

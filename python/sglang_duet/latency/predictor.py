@@ -120,12 +120,15 @@ class LatencyModel:
         return reference.predict(self.hardware, self.model, self.calibration, b, sms, host_s)
 
     def predict_concurrent(self, decode_batch: BatchLike, prefill_batch: BatchLike,
-                           sms_decode: int, sms_prefill: int) -> tuple[Breakdown, Breakdown]:
+                           sms_decode: int, sms_prefill: int, decode_host: str = "lookahead"
+                           ) -> tuple[Breakdown, Breakdown]:
         """(decode step, prefill) latencies when both run at once on disjoint SM partitions:
         each side alone on its partition, then the bandwidth cap (`contention.py`) and the
-        interference (`interference.py`)."""
+        interference (`interference.py`). ``decode_host``: the decode step's host kind (a graph
+        replay, or eager launches)."""
         check_pair(self.hardware, sms_decode, sms_prefill)
-        d = self._predict(Prepared.of(self, as_batch(decode_batch)), sms_decode, "lookahead")
+        reference.check_host_kind(decode_host)
+        d = self._predict(Prepared.of(self, as_batch(decode_batch)), sms_decode, decode_host)
         p = self._predict(Prepared.of(self, as_batch(prefill_batch)), sms_prefill, "spatial")
         c_d, c_p = combine(self.bandwidth_cap, d, p)
         if self.interference is None or d.total_s <= 0.0 or p.total_s <= 0.0:
@@ -135,8 +138,8 @@ class LatencyModel:
         return stretched(c_d, c_d.total_s + e_d), stretched(c_p, c_p.total_s + e_p)
 
     def predict_concurrent_table(self, decode_batch: BatchLike, prefill_batch: BatchLike,
-                                 sms_decode: Sequence[int], sms_prefill: Sequence[int]
-                                 ) -> ConcurrentTable:
+                                 sms_decode: Sequence[int], sms_prefill: Sequence[int],
+                                 decode_host: str = "lookahead") -> ConcurrentTable:
         """`predict_concurrent` totals for every pair ``(sms_decode[i], sms_prefill[i])``, bit
         for bit the scalar calls, plus each side's time alone. Pass the same sequences each
         time: their tables are cached."""
@@ -146,7 +149,7 @@ class LatencyModel:
         pp = Prepared.of(self, as_batch(prefill_batch))
         L = self.model.num_layers
         # a non-empty batch takes > 0 s at every SM count (it reads the weights)
-        t_d = (tab_d.totals(pd, L, self._host_of(pd, "lookahead")) if pd.tokens
+        t_d = (tab_d.totals(pd, L, self._host_of(pd, decode_host)) if pd.tokens
                else np.zeros(len(tab_d.sms)))
         t_p = (tab_p.totals(pp, L, self._host_of(pp, "spatial")) if pp.tokens
                else np.zeros(len(tab_p.sms)))

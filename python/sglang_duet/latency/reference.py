@@ -149,14 +149,18 @@ def host_fixed(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str) -> 
     the per-iteration CPU cost (schedule, prepare inputs, sample, sync) plus launching the pass:
     one CUDA-graph replay for a decode-only batch, ``layers`` layers of eager launches
     otherwise. "lookahead": one of duet's k back-to-back decode steps on its partition: a graph
-    replay only (no CPU round trip in between). "spatial": the prefill side of a spatial
-    iteration, which also carries the iteration's once-costs: the CPU iteration, the eager
-    prefill launches and the join of the two phases' streams."""
+    replay only (no CPU round trip in between). "lookahead_eager": the same step where no
+    decode graph was captured for the partition (libsmctrl, `--duet-decode-graph-sizes 0`): its
+    layers' kernels launched eagerly, still with no CPU round trip. "spatial": the prefill side
+    of a spatial iteration, which also carries the iteration's once-costs: the CPU iteration,
+    the eager prefill launches and the join of the two phases' streams."""
     launch = cal.graph_replay_s if decode_only else m.num_layers * cal.launch_layer_s
     if kind == "scheduled":
         return cal.iteration_overhead_s + launch
     if kind == "lookahead":
         return cal.graph_replay_s
+    if kind == "lookahead_eager":
+        return m.num_layers * cal.launch_layer_s
     check_host_kind(kind)
     return cal.iteration_overhead_s + launch + cal.join_s  # "spatial"
 
@@ -173,4 +177,4 @@ def host_per_row(cal: Calibration) -> float:
     return cal.request_overhead_s
 
 
-HOST_KINDS = ("scheduled", "lookahead", "spatial")
+HOST_KINDS = ("scheduled", "lookahead", "lookahead_eager", "spatial")

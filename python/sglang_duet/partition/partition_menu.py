@@ -21,8 +21,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# (backend name, planned decode sizes) -> the decode sizes to create
-Select = Callable[[str, tuple[int, ...]], Sequence[int]]
+# (backend name, device SMs, granularity) -> the decode sizes to create (`partition.plan.menu_for`)
+Select = Callable[[str, int, Granularity], Sequence[int]]
 
 
 @dataclass
@@ -89,8 +89,9 @@ class PartitionMenu:
     ) -> PartitionMenu:
         """Creates the stream pair of every decode size on `device`.
 
-        `select(backend name, planned sizes)` -> the sizes to create, when only some are kept
-        (each split costs two contexts and streams, so the others are never made).
+        `select(backend name, device SMs, granularity)` -> the sizes to create, when the caller
+        applies its own menu rule (each split costs two contexts and streams, so only those
+        are ever made); default: every size `decode_sizes` plans.
         Raises PartitionError (after releasing what was made) if the backend grants a decode
         group smaller than asked or a prefill side below `min_prefill`.
         """
@@ -98,9 +99,11 @@ class PartitionMenu:
         if not backend.partitions:
             return cls(backend.name, total, None, [], device)
         gran = backend.granularity(device)
-        planned = cls.plan(backend.name, total, gran, min_decode, min_prefill, sizes).decode_sizes
         if select is not None:
-            planned = tuple(select(backend.name, planned))
+            planned = tuple(select(backend.name, total, gran))
+        else:
+            planned = cls.plan(backend.name, total, gran, min_decode, min_prefill,
+                               sizes).decode_sizes
         entries: list[MenuEntry] = []
         try:
             for want in planned:

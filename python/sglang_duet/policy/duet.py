@@ -36,6 +36,7 @@ from .batching import chunk_waiting
 from .correction import Correction
 from .gap_optimizer import BACKLOG_DECODE_SHARE, search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
+from .paper_scheme import ms, paper_search
 from .plan import BatchPlan
 from .sm_menu import SmMenu
 from .state import PrefillChunk, ReqState
@@ -59,7 +60,11 @@ class DuetPolicy:
         menu: SmMenu | None = None,
         correction: bool = True,
         scheme: str = "gap",
+        decode_host: str = "lookahead",
     ) -> None:
+        """``decode_host``: the latency model's host kind of one spatial decode step,
+        ``"lookahead"`` (a captured decode graph replayed) or ``"lookahead_eager"`` (no graph
+        for the partition); `partition.plan.MenuPlan.decode_host` says which the menu has."""
         if mode not in POLICY_MODES:
             raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
         if scheme not in SPATIAL_SCHEMES:
@@ -72,11 +77,14 @@ class DuetPolicy:
             raise TypeError("DuetPolicy needs a LatencyModel (or use DuetPolicy.build)")
         hw = latency.hardware
         if menu is None:
-            menu = SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc)
+            from ..partition.plan import every_tpc
+
+            menu = every_tpc(hw.num_sms, hw.sms_per_tpc)
         if menu.total_sms != hw.num_sms:
             raise ValueError(f"menu has {menu.total_sms} SMs, {hw.name} has {hw.num_sms}")
         self.mode = mode
         self.scheme = scheme
+        self.decode_host = decode_host
         self._carry_s = 0.0  # predicted wait the running decodes start the next iteration with
         self._backlog = False
         self.tbt_slo_s = float(tbt_slo_s)
@@ -90,7 +98,7 @@ class DuetPolicy:
         self._prefill_sizes = tuple(menu.total_sms - s for s in menu.decode_sizes)
         # the CPU round trip a scheduled decode step pays and a look-ahead step does not (s)
         self._round_trip_s = (latency.host_seconds(True, "scheduled")
-                              - latency.host_seconds(True, "lookahead"))
+                              - latency.host_seconds(True, decode_host))
         # Score the whole menu in one vectorised prediction (and skip shrink evaluations that
         # provably cannot win). False: scalar predictions on demand, the reference path; both
         # give the same plans, bit for bit (tests compare them).
@@ -157,78 +165,14 @@ class DuetPolicy:
         if self.latency.predict(pre).total_s * f_agg <= tau:
             t_agg = self.latency.predict_union(dec, pre).total_s * f_agg
             if t_agg <= tau:
-                return self._agg_plan(rids, chunks, t_agg, f"mixed batch meets tau={_ms(tau)}")
+                return self._agg_plan(rids, chunks, t_agg, f"mixed batch meets tau={ms(tau)}")
         return search(rids, chunks, dec, completes, pre, t_agg, False, decodes)
 
     def _spatial_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
                         completes: tuple[bool, ...], pre: Batch, t_agg: float | None,
                         forced: bool, decodes: Sequence[ReqState] = ()) -> BatchPlan:
-        """The paper's search. ``t_agg``: the mixed batch's corrected time when predicted."""
-        tau = self.tbt_slo_s
-        factor = self.correction.factor
-        f_d, f_p = factor("spatial", "decode"), factor("spatial", "prefill")
-        f_do, f_agg = factor("decode_only", "decode"), factor("aggregated", "total")
-        t_alone = 0.0
-        if not forced:
-            # Decodes alone on the whole GPU bound every plan's TBT from below (fewer SMs and
-            # contention only slow them down): when even that misses tau, skip the search.
-            t_alone = self._predict_alone(dec)
-            # ... less the CPU round trip a scheduled step pays and a look-ahead step does not
-            if t_alone - self._round_trip_s * f_do > tau and f_do <= min(f_d, f_agg):
-                why = f"nothing meets tau={_ms(tau)}; decodes alone (smallest TBT), prefill waits"
-                return self._decode_only(rids, t_alone, why)
-        lat = self.latency
-        predict_concurrent = lat.predict_concurrent
-        total = self.total_sms
-        batches: dict[int, Batch] = {sum(c.length for c in chunks): pre}
-        table = floor = None
-        if self.vectorised:
-            # the whole menu in one pass (bit-equal to predict_concurrent at every entry)
-            tab = lat.predict_concurrent_table(dec, pre, self.menu.decode_sizes,
-                                               self._prefill_sizes)
-            table = (_scaled(tab.decode_s, f_d), _scaled(tab.prefill_s, f_p))
-            alone_d = tab.decode_alone_s
-
-            def floor(i: int) -> tuple[float, float]:
-                """Lower bounds of t_d and of t_p per prefill token at entry i, for any
-                prefill batch: contention only slows either side down."""
-                rate = lat.token_seconds_floor(self._prefill_sizes)
-                return float(alone_d[i]) * f_d, float(rate[i]) * f_p
-
-        def evaluate(sms_d: int, ch: tuple[PrefillChunk, ...]) -> tuple[float, float]:
-            n_tok = sum(c.length for c in ch)
-            pb = batches.get(n_tok)
-            if pb is None:  # a shrunk FIFO prefix: its last chunk no longer completes
-                flags = [completes[j] and ch[j] == chunks[j] for j in range(len(ch))]
-                pb = batches[n_tok] = Batch([c.length for c in ch], [c.start for c in ch], flags)
-            bd, bp = predict_concurrent(dec, pb, sms_d, total - sms_d)
-            return bd.total_s * f_d, bp.total_s * f_p
-
-        choice = self.optimizer.optimize(len(rids), chunks, evaluate, forced, table, floor)
-        if choice.feasible:
-            why = f"t_d={_ms(choice.decode_s)} <= tau={_ms(tau)}"
-            if not forced:
-                why = f"mixed batch > tau={_ms(tau)}; " + why
-            if choice.shrunk:
-                why += "; prefill shrunk to fit k decode steps"
-            return self._spatial(rids, choice, f_d, f_p, why)
-        if forced:
-            why = f"forced spatial; no split meets tau={_ms(tau)} (t_d={_ms(choice.decode_s)})"
-            return self._spatial(rids, choice, f_d, f_p, why)
-        if t_alone <= tau:
-            why = f"no split meets tau={_ms(tau)}; decodes alone do, prefill waits"
-            return self._decode_only(rids, t_alone, why)
-        # Nothing meets tau: smallest predicted TBT (ties: the plan that also prefills).
-        why = f"nothing meets tau={_ms(tau)}; smallest predicted TBT"
-        if t_agg is None:
-            t_agg = self.latency.predict_union(dec, pre).total_s * f_agg
-        agg = self._agg_plan(rids, chunks, t_agg, why)
-        cands: list[tuple[float, int, BatchPlan]] = [
-            (choice.decode_s, 0, self._spatial(rids, choice, f_d, f_p, why)),
-            (agg.predicted_total_s, 1, agg),
-            (t_alone, 2, self._decode_only(rids, t_alone, why)),
-        ]
-        return min(cands, key=lambda t: (t[0], t[1]))[2]
+        """The paper's search (`paper_scheme.paper_search`)."""
+        return paper_search(self, rids, chunks, dec, completes, pre, t_agg, forced)
 
     def _gap_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
                     completes: tuple[bool, ...], pre: Batch, t_agg: float | None, forced: bool,
@@ -238,22 +182,24 @@ class DuetPolicy:
         f_d, f_p = corr.factor("spatial", "decode"), corr.factor("spatial", "prefill")
         tau = self.tbt_slo_s / max(corr.margin("spatial", "decode"),
                                    corr.margin("spatial", "prefill"))
-        t_alone = 0.0
-        if not forced:  # decodes alone on the whole GPU (less the host round trip a scheduled
-            t_alone = self._predict_alone(dec)  # step pays) bound every plan's gap from below
+        # decodes alone on the whole GPU: the shortest step after a spatial plan, and (less the
+        # host round trip a scheduled step pays) a lower bound of every plan's gap
+        t_alone = self._predict_alone(dec)
+        if not forced:
             f_do = corr.factor("decode_only", "decode")
             f_min = min(f_d, corr.factor("aggregated", "total"))
             if carry + t_alone - self._round_trip_s * f_do > tau and f_do <= f_min:
-                why = f"nothing keeps the gap <= tau={_ms(tau)}; decodes alone, prefill waits"
+                why = f"nothing keeps the gap <= tau={ms(tau)}; decodes alone, prefill waits"
                 return self._decode_only(rids, t_alone, why)
         ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
                              completes, (f_d, f_p), tau, carry, big_k,
                              lambda: max(map(_remaining, decodes), default=1),
-                             tau * BACKLOG_DECODE_SHARE if self._backlog else tau)
+                             tau * BACKLOG_DECODE_SHARE if self._backlog else tau,
+                             self.decode_host, t_alone)
         if ch.feasible:
-            why = f"gap <= tau={_ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)
+            why = f"gap <= tau={ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)
             return self._spatial(rids, ch, f_d, f_p, why)
-        why = f"no split keeps the gap <= tau={_ms(tau)}"
+        why = f"no split keeps the gap <= tau={ms(tau)}"
         spatial = self._spatial(rids, ch, f_d, f_p, why + "; smallest gap")
         if forced:
             return spatial
@@ -377,15 +323,6 @@ class DuetPolicy:
 
 
 # --- helpers ---------------------------------------------------------------------------------
-def _scaled(times, factor: float) -> list[float]:
-    """``times * factor`` as floats (a factor of 1 changes no value: skip the multiply)."""
-    return (times if factor == 1.0 else times * factor).tolist()
-
-
-def _ms(t: float) -> str:
-    return f"{t * 1e3:.1f}ms"
-
-
 def _has_prompt(waiting: Sequence[ReqState]) -> bool:
     return any(r.prompt_len > r.computed for r in waiting)
 

@@ -10,10 +10,12 @@ k steps back to back, then joins both streams). A running decode therefore sees
 * across the boundary, the tail ``t_p - k * t_d`` (when the prefill is the longer side) plus the
   next iteration's first step.
 
-A (S_d, k) pair is feasible when ``carry + t_d <= tau`` and ``t_p - k * t_d + t_d <= tau`` (the
-next first step taken as long as this one; the next plan checks its real first step against
-the carry the policy hands it), or when every running decode finishes within the k steps
-(``k >= k_done``: nobody waits at the boundary). So the decode side keeps producing tokens for
+A (S_d, k) pair is feasible when ``carry + t_d <= tau`` and ``t_p - k * t_d + t_next <= tau``
+with ``t_next = max(t_d, t_alone)``: the next iteration's first step takes at least as long as
+this one's or as a scheduled decode step alone on the whole GPU (``t_alone``, what follows when
+no prompt work is left; the next plan checks its real first step against the carry the policy
+hands it), or when every running decode finishes within the k steps (``k >= k_done``: nobody
+waits at the boundary). So the decode side keeps producing tokens for
 the whole prefill: k is at least ``ceil((t_p - tau) / t_d) + 1``, capped by K. The paper's
 optimizer (``optimizer.PartitionOptimizer``) bounds only ``t_d <= tau``; with ``k * t_d < t_p``
 its decodes wait ``t_p - (k - 1) * t_d`` at the boundary.
@@ -40,7 +42,7 @@ from .state import PrefillChunk
 if TYPE_CHECKING:
     from ..latency import LatencyModel
 
-__all__ = ["BACKLOG_DECODE_SHARE", "best_gap_split", "search_gap", "shrink_to_fit"]
+__all__ = ["BACKLOG_DECODE_SHARE", "best_gap_split", "boundary_gap", "search_gap", "shrink_to_fit"]
 
 # Decode step target while prompt work is backlogged, as a share of tau: faster decodes finish
 # sooner and free KV for the queue. Measured in the simulator (Qwen3-8B, 2x H100): azure-conv at
@@ -53,23 +55,35 @@ _SHRINK_STEPS = 6  # predictions at most when sizing a shrunk prefill
 _SHRINK_SLACK = 0.98  # aim a little below the boundary so the step usually lands inside
 
 
-def min_lookahead(t_d: np.ndarray, t_p: np.ndarray, tau: float) -> np.ndarray:
-    """Smallest k with ``t_p - (k - 1) * t_d <= tau`` (>= 1), per entry."""
-    need = np.ceil((t_p - tau) / t_d - 1e-9) + 1.0
+def min_lookahead(t_d: np.ndarray, t_p: np.ndarray, tau: float, t_alone: float = 0.0
+                  ) -> np.ndarray:
+    """Smallest k with ``t_p - k * t_d + max(t_d, t_alone) <= tau`` (>= 1), per entry."""
+    need = np.ceil((t_p - tau + _over(t_d, t_alone)) / t_d - 1e-9) + 1.0
     return np.maximum(need, 1.0)
+
+
+def _over(t_d, t_alone: float):
+    """How much longer than ``t_d`` the step after the boundary can be (>= 0, seconds)."""
+    return np.maximum(t_alone - t_d, 0.0)
+
+
+def boundary_gap(t_d, t_p, k, t_alone: float = 0.0):
+    """The gap across the end of a spatial iteration: its tail plus the next first step."""
+    return t_p - (k - 1) * t_d + _over(t_d, t_alone)
 
 
 def best_gap_split(
     t_d: np.ndarray, t_p: np.ndarray, n_d: int, n_p: int, tau: float, carry: float,
-    k_max: int, k_done: int, step_tau: float | None = None,
+    k_max: int, k_done: int, step_tau: float | None = None, t_alone: float = 0.0,
 ) -> tuple[int, int, float] | None:
     """``(menu index, k, objective)`` of the best feasible entry (module docstring), or None.
 
     ``t_d`` / ``t_p``: decode step and prefill batch per menu entry (corrected, under
     contention); ``k_done``: steps after which every running decode has finished;
-    ``step_tau``: a tighter bound on the decode step alone (default tau)."""
+    ``step_tau``: a tighter bound on the decode step alone (default tau); ``t_alone``: a
+    scheduled decode step alone on the whole GPU (the shortest step that can follow)."""
     k_cap = float(min(k_max, k_done))
-    k_lo = min_lookahead(t_d, t_p, tau)
+    k_lo = min_lookahead(t_d, t_p, tau, t_alone)
     if k_done <= k_max:
         k_lo = np.minimum(k_lo, float(k_done))
     ok = (t_d + carry <= tau + _EPS) & (k_lo <= k_cap)
@@ -92,16 +106,17 @@ def shrink_to_fit(
     i: int, sms_d: int, sms_p: int, chunks: tuple[PrefillChunk, ...], n_d: int, t_d: float,
     t_p: float, tau: float, k_cap: int,
     evaluate: Callable[[tuple[PrefillChunk, ...]], tuple[float, float]], step_max: float = 1e30,
+    t_alone: float = 0.0,
 ) -> SpatialChoice | None:
     """The longest FIFO prefix of ``chunks`` (within a few predictions) that k_cap decode steps
-    cover within tau (``t_p' - (k_cap - 1) * t_d' <= tau``) at menu entry i; None when none is
+    cover within tau (``boundary_gap(t_d', t_p', k_cap) <= tau``) at menu entry i; None when none is
     found. ``evaluate(prefix) -> (t_d, t_p)``. The size is searched by regula falsi on the
     boundary gap between a feasible (0 tokens) and an infeasible (all tokens) bracket: t_p is
     not proportional to tokens (a chunk deep into a long prompt costs more per token)."""
     n_p = sum(c.length for c in chunks)
 
     def excess(td: float, tp: float) -> float:
-        return tp - (k_cap - 1) * td - tau
+        return float(boundary_gap(td, tp, k_cap, t_alone)) - tau
 
     lo, f_lo = 0, excess(t_d, 0.0)  # no prefill: the decodes alone, feasible when t_d <= tau
     hi, f_hi = n_p, excess(t_d, t_p)
@@ -127,7 +142,7 @@ def shrink_to_fit(
         return None
     size, td, tp, prefix = found
     k = int(min(k_cap, max(np.ceil(tp / td - 1e-9), 1.0)))
-    k = max(k, int(min_lookahead(np.array([td]), np.array([tp]), tau)[0]))
+    k = max(k, int(min_lookahead(np.array([td]), np.array([tp]), tau, t_alone)[0]))
     obj = (k * n_d + size) / max(k * td, tp)
     return SpatialChoice(sms_d, sms_p, k, prefix, td, tp, obj, True, True)
 
@@ -137,6 +152,7 @@ def search_gap(
     chunks: tuple[PrefillChunk, ...],
     completes: tuple[bool, ...], factors: tuple[float, float], tau: float, carry: float,
     k_max: int, k_done: Callable[[], int], step_tau: float | None = None,
+    decode_host: str = "lookahead", t_alone: float = 0.0,
 ) -> tuple[SpatialChoice, float]:
     """The spatial choice for decode batch ``dec`` and prefill ``pre`` (its FIFO ``chunks``)
     and its predicted worst gap (seconds): the best feasible split; else, at the smallest decode
@@ -145,26 +161,28 @@ def search_gap(
     every call (the latency model caches by identity); ``factors``: correction of (t_d, t_p);
     ``k_done()``: steps after which every decode has finished (asked only when K steps cannot
     cover the prefill); ``step_tau``: the decode step target when tighter than tau, tried first
-    (without a split meeting it, tau alone)."""
+    (without a split meeting it, tau alone); ``decode_host``: the decode step's host kind;
+    ``t_alone``: a scheduled decode step of ``dec`` alone on the whole GPU (corrected)."""
     f_d, f_p = factors
     sizes, total = menu.decode_sizes, menu.total_sms
-    tab = lat.predict_concurrent_table(dec, pre, sizes, prefill_sizes)
+    tab = lat.predict_concurrent_table(dec, pre, sizes, prefill_sizes, decode_host)
     td, tp = tab.decode_s * f_d, tab.prefill_s * f_p
     n_d, n_p = len(dec), sum(c.length for c in chunks)
     best = None
     if step_tau is not None and step_tau < tau:
-        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, step_tau)
+        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, step_tau, t_alone)
     if best is None:
-        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30)
+        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, None, t_alone)
     if best is None:
         done = k_done()
         if done <= k_max:
-            best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, done)
+            best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, done, None, t_alone)
     if best is not None:
         i, k, obj = best
         ch = SpatialChoice(sizes[i], total - sizes[i], k, chunks, float(td[i]), float(tp[i]),
                            obj, True)
-        return ch, max(carry + ch.decode_s, ch.prefill_s - (k - 1) * ch.decode_s)
+        return ch, max(carry + ch.decode_s, float(boundary_gap(ch.decode_s, ch.prefill_s, k,
+                                                                t_alone)))
     step_ok = np.nonzero(td + carry <= tau + _EPS)[0]
     if step_ok.size and n_p > 1:
         i = int(step_ok[0])
@@ -173,15 +191,16 @@ def search_gap(
         def evaluate(prefix: tuple[PrefillChunk, ...]) -> tuple[float, float]:
             flags = [completes[j] and prefix[j] == chunks[j] for j in range(len(prefix))]
             pb = Batch([c.length for c in prefix], [c.start for c in prefix], flags)
-            bd, bp = lat.predict_concurrent(dec, pb, sd, sp)
+            bd, bp = lat.predict_concurrent(dec, pb, sd, sp, decode_host)
             return bd.total_s * f_d, bp.total_s * f_p
 
         ch = shrink_to_fit(i, sd, sp, chunks, n_d, float(td[i]), float(tp[i]), tau, k_max,
-                           evaluate, tau - carry)
+                           evaluate, tau - carry, t_alone)
         if ch is not None:
-            return ch, max(carry + ch.decode_s, ch.prefill_s - (ch.lookahead - 1) * ch.decode_s)
-    k_lo = np.minimum(min_lookahead(td, tp, tau), float(k_max))
-    gap = np.maximum(carry + td, tp - (k_lo - 1.0) * td)
+            return ch, max(carry + ch.decode_s, float(boundary_gap(
+                ch.decode_s, ch.prefill_s, ch.lookahead, t_alone)))
+    k_lo = np.minimum(min_lookahead(td, tp, tau, t_alone), float(k_max))
+    gap = np.maximum(carry + td, boundary_gap(td, tp, k_lo, t_alone))
     i = int(np.argmin(gap))
     k = int(k_lo[i])
     obj = (k * n_d + n_p) / max(k * float(td[i]), float(tp[i]))

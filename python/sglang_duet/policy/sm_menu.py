@@ -5,9 +5,10 @@ Built once at start-up from the partition backend's granularity and limits. A sp
 decode-only and aggregated plans use the whole device.
 
 ``menu_decode_sizes`` and ``spread_evenly`` are the one place the sizes of a menu are computed
-and thinned: the policy's menu here, the partition menu (``partition.sizes.decode_sizes``) and the
-sizes that get decode CUDA graphs (``runtime.components``) all call them, so the sizes the policy
-plans with are the ones the partitions create. Pure Python (no torch, no SGLang).
+and thinned; ``partition.plan.menu_for`` is the one rule that applies them (the runtime's
+partitions, the sizes that get decode CUDA graphs, the simulator's duet, the policy's default
+menu), so the sizes the policy plans with are the ones the partitions create. An SmMenu is
+only the result. Pure Python (no torch, no SGLang).
 """
 
 from __future__ import annotations
@@ -75,32 +76,6 @@ class SmMenu:
             if s % self.granularity:
                 raise ValueError(f"decode size {s} not a multiple of {self.granularity}")
         object.__setattr__(self, "decode_sizes", sizes)
-
-    @classmethod
-    def from_granularity(
-        cls, total_sms: int, granularity: int, min_decode: int, min_prefill: int
-    ) -> SmMenu:
-        """Every multiple of ``granularity`` SMs that is >= ``min_decode`` and leaves
-        ``>= min_prefill`` SMs to prefill (``menu_decode_sizes`` from ``granularity``)."""
-        if granularity < 1 or min_decode < 1 or min_prefill < 1:
-            raise ValueError("granularity, min_decode and min_prefill must be >= 1")
-        sizes = menu_decode_sizes(total_sms, granularity, granularity, min_decode, min_prefill)
-        if not sizes:
-            raise ValueError(
-                f"no decode size fits: total={total_sms} granularity={granularity} "
-                f"min_decode={min_decode} min_prefill={min_prefill}"
-            )
-        return cls(total_sms, sizes, granularity)
-
-    @classmethod
-    def tpc_masks(cls, total_sms: int, sms_per_tpc: int = 2) -> SmMenu:
-        """TPC-mask backends (libsmctrl): whole TPCs, at least one TPC per side."""
-        return cls.from_granularity(total_sms, sms_per_tpc, sms_per_tpc, sms_per_tpc)
-
-    @classmethod
-    def green_contexts(cls, total_sms: int, granularity: int = 8, minimum: int = 8) -> SmMenu:
-        """CUDA green contexts on Hopper: groups of 8 SMs, at least 8 per side."""
-        return cls.from_granularity(total_sms, granularity, minimum, minimum)
 
     def __len__(self) -> int:
         return len(self.decode_sizes)

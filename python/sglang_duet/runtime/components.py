@@ -10,8 +10,9 @@ from typing import Any, NamedTuple
 from sglang_duet.args import DuetArgs
 from sglang_duet.latency import Calibration, HardwareSpec, LatencyModel, ModelSpec, get_hardware
 from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
-from sglang_duet.policy import DuetPolicy, SmMenu, spread_evenly
-from sglang_duet.runtime import decode_graphs
+from sglang_duet.partition.plan import MenuPlan, every_tpc, menu_for
+from sglang_duet.partition.sizes import Granularity
+from sglang_duet.policy import DuetPolicy, SmMenu
 
 logger = logging.getLogger(__name__)
 
@@ -76,29 +77,31 @@ def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int,
     A backend that is unavailable or grants fewer SMs than asked falls back to `none` (the
     partition package logs why). With `none`, spatial plans run decode then prefill on the same
     device, one after the other; the menu still describes the device so the policy can plan.
-    When decode graphs are captured per partition (`decode_graphs.graphs_wanted`), only
+    Which sizes are created is `partition.plan.menu_for`, the rule the simulator plans with too
+    (`partition.plan.plan_menu`): with decode graphs per partition, only
     `--duet-decode-graph-sizes` sizes spread over the menu are created at all.
     """
-    if device != "cpu":
+    if args.mode == "aggregated":  # never splits: no partitions, no graphs, no reserve
+        logger.info("duet: --duet-mode aggregated: no SM partitions are built")
+    elif device != "cpu":
         from sglang_duet.partition import build_partition_menu
 
-        wanted: list[bool] = []
+        plans: list[MenuPlan] = []
 
-        def keep(backend: str, sizes: tuple[int, ...]) -> tuple[int, ...]:
-            want, why = decode_graphs.graphs_wanted(backend, cuda_graphs, args.decode_graph_sizes)
-            logger.info("duet: %s", why)
-            wanted.append(want)
-            return spread_evenly(sizes, args.decode_graph_sizes) if want else sizes
+        def keep(backend: str, total: int, gran: Granularity) -> tuple[int, ...]:
+            plans.append(menu_for(backend, total, gran, args.decode_graph_sizes, cuda_graphs))
+            logger.info("duet: %s", plans[-1].why)
+            return plans[-1].decode_sizes
 
         menu, reason = build_partition_menu(args.partition_backend, gpu_id, select=keep)
         logger.info("duet: partition backend %s (%s)", menu.backend, reason)
         if menu.decode_sizes:
-            graphs = menu.decode_sizes if wanted and wanted[-1] else ()
+            graphs = menu.decode_sizes if plans and plans[-1].decode_graphs else ()
             return Menus(menu.sm_menu, menu, menu.backend, graphs)
     elif args.partition_backend not in ("auto", "none"):
         logger.warning("duet: --duet-partition-backend %s needs a GPU; using none",
                        args.partition_backend)
-    return Menus(SmMenu.tpc_masks(hardware.num_sms, hardware.sms_per_tpc), None, "none", ())
+    return Menus(every_tpc(hardware.num_sms, hardware.sms_per_tpc), None, "none", ())
 
 
 def model_spec(hf_config: Any, tp_size: int) -> ModelSpec:
@@ -124,6 +127,8 @@ def build_components(args: DuetArgs, *, hf_config: Any, tp_size: int, device: st
         latency=latency,
         menu=menus.sm_menu,
         correction=args.online_correction,
+        # a spatial decode step replays a captured graph only on the graph sizes
+        decode_host="lookahead" if menus.graph_sizes else "lookahead_eager",
     )
     return DuetComponents(policy, hardware, model, menus.partitions, menus.backend,
                           menus.graph_sizes)

@@ -16,10 +16,10 @@ launch does not go through, so with libsmctrl the spatial decode runs eagerly (u
 GPU either way; `benchmark/gpu/check.sh` runs the graph checks).
 
 Cost: start-up time and graph memory grow with the number of sizes (one SGLang decode capture
-each), hence `--duet-decode-graph-sizes` keeps a few sizes spread over the menu (the policy's
-`spread_evenly`, called by `components.build_menu`; only those splits are created) and the policy
-chooses among those only; their memory is taken out of SGLang's static fraction before it sizes
-the KV cache (`reserve_for_partitions`).
+each), hence `--duet-decode-graph-sizes` keeps a few sizes spread over the menu (the one menu
+rule, `partition.plan.menu_for`, which `components.build_menu` and the simulator call; only those
+splits are created) and the policy chooses among those only; their memory is taken out of
+SGLang's static fraction before it sizes the KV cache (`reserve_for_partitions`).
 """
 
 from __future__ import annotations
@@ -29,18 +29,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from sglang_duet.partition.plan import GRAPH_BACKENDS, graph_memory_bytes
 from sglang_duet.runtime import patches
 
 logger = logging.getLogger(__name__)
-
-GRAPH_BACKENDS = ("green-ctx",)
-
-
-class Wanted(NamedTuple):
-    """Whether to capture decode graphs per partition, and why (for the start-up log)."""
-
-    want: bool
-    why: str
 
 
 class Captured(NamedTuple):
@@ -48,17 +40,6 @@ class Captured(NamedTuple):
 
     runners: dict[int, Any]
     backends: dict[int, Any]
-
-
-def graphs_wanted(backend: str, cuda_graphs: bool, n: int) -> Wanted:
-    """Whether to capture decode graphs per partition, and why (for the start-up log)."""
-    if n <= 0:
-        return Wanted(False, "--duet-decode-graph-sizes 0: spatial decode runs eagerly")
-    if not cuda_graphs:
-        return Wanted(False, "SGLang runs decode without CUDA graphs here")
-    if backend not in GRAPH_BACKENDS:
-        return Wanted(False, f"partition backend {backend}: graphs would not keep to the partition")
-    return Wanted(True, f"decode graphs for {n} partition sizes")
 
 
 def capture(model_runner: Any, partitions: Any, sizes: Sequence[int]) -> Captured:
@@ -98,16 +79,6 @@ def capture(model_runner: Any, partitions: Any, sizes: Sequence[int]) -> Capture
 MIB = 1 << 20
 
 
-def reserve_bytes(n_sizes: int, decode_max_bs: int, prefill_workspace_bytes: int) -> int:
-    """Memory the partition phases take beyond SGLang's own (bytes), to keep out of the KV cache.
-
-    Each partition decode capture is one more SGLang decode capture, for which SGLang itself
-    reserves `max_bs * 2` MiB (`ServerArgs.reserve_for_graph_mb`); the spatial prefill's
-    attention backend has a workspace of its own.
-    """
-    return n_sizes * decode_max_bs * 2 * MIB + prefill_workspace_bytes
-
-
 def lowered_fraction(fraction: float, reserve: int, device_bytes: int) -> float:
     """SGLang's static memory fraction less `reserve` bytes of a `device_bytes` device."""
     lowered = fraction - reserve / device_bytes
@@ -125,8 +96,8 @@ def reserve_for_partitions(server_args: Any, duet: Any, device_bytes: int) -> in
     partition decode graphs and the spatial prefill workspace will need; logged. Returns the
     bytes reserved."""
     n = duet.decode_graph_sizes
-    if getattr(server_args, "disable_cuda_graph", False) or duet.partition_backend not in (
-        "auto", *GRAPH_BACKENDS
+    if getattr(server_args, "disable_cuda_graph", False) or duet.mode == "aggregated" or (
+        duet.partition_backend not in ("auto", *GRAPH_BACKENDS)
     ):
         n = 0
     decode_cfg = getattr(getattr(server_args, "cuda_graph_config", None), "decode", None)
@@ -138,7 +109,7 @@ def reserve_for_partitions(server_args: Any, duet: Any, device_bytes: int) -> in
         from sglang.srt.environ import envs
 
         workspace = int(envs.SGLANG_FLASHINFER_WORKSPACE_SIZE.get())
-    reserve = reserve_bytes(n, max_bs, workspace)
+    reserve = graph_memory_bytes(n, max_bs, workspace)
     if reserve and server_args.mem_fraction_static:
         before = server_args.mem_fraction_static
         after = lowered_fraction(before, reserve, device_bytes)

@@ -14,6 +14,7 @@ from typing import Any
 from sglang_duet.cli_args import add_dataclass_args, check_fields, from_namespace
 from sglang_duet.latency import HARDWARE, MODELS
 from sglang_duet.latency.hardware import HARDWARE_ALIASES
+from sglang_duet.partition.plan import PLANNED_BACKENDS
 from sglang_duet.policy import POLICY_MODES
 
 from .arrivals import Workload, build_arrivals
@@ -32,6 +33,7 @@ _CHOICES: dict[str, list[str]] = {
     "hardware": [*sorted(HARDWARE), *sorted(HARDWARE_ALIASES)],
     "duet_mode": list(POLICY_MODES),
     "router": list(ROUTERS),
+    "partition_backend": list(PLANNED_BACKENDS),
 }
 
 

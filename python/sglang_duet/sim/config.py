@@ -34,6 +34,19 @@ class SimConfig:
     token_budget: int = _f(8192, "chunked-prefill token budget")
     max_lookahead: int = _f(8, "duet: most look-ahead decode steps per spatial iteration (K)")
     duet_mode: str = _f("adaptive", "duet policy mode: adaptive, aggregated or spatial")
+    partition_backend: str = _f("green-ctx", "duet's SM partitions: the menu the runtime builds "
+                                "for this backend (green-ctx or libsmctrl; partition.plan)")
+    decode_graph_sizes: int = _f(6, "duet: partition sizes with captured decode graphs "
+                                 "(--duet-decode-graph-sizes; 0: eager spatial decode)")
+    cuda_graph_max_bs: int | None = _f(None, "largest decode batch with a CUDA graph (SGLang's "
+                                       "cuda_graph_max_bs; default: SGLang's for the GPU)")
+    pdmux_decode_bs_divisor: int = _f(36, "sglang-pdmux: PDMuxConfig.decode_bs_divisor")
+    pdmux_split_forward_budget: int = _f(65536, "sglang-pdmux: PDMuxConfig."
+                                         "split_forward_token_budget (tokens x layers per loop)")
+    pdmux_max_prefill_tokens: int = _f(16384, "sglang-pdmux: --max-prefill-tokens (whole "
+                                       "requests per prefill batch)")
+    disagg_prefill: int = _f(1, "dynamo: prefill workers (xPyD's x; each gpus / (x + y) GPUs)")
+    disagg_decode: int = _f(1, "dynamo: decode workers (xPyD's y)")
     router: str = _f("round-robin", "request router across replicas (sglang_duet.router)")
     mem_fraction: float = _f(0.88, "share of GPU memory for weights + KV (SGLang's static)")
     kv_xfer_gbps: float = _f(4.3, "1P1D KV transfer throughput (GB/s, all transfers together): "
@@ -71,9 +84,25 @@ class SimConfig:
             raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")
         if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
+        if self.decode_graph_sizes < 0:
+            raise ValueError("--decode-graph-sizes must be >= 0")
+        if self.cuda_graph_max_bs is not None and self.cuda_graph_max_bs < 1:
+            raise ValueError("--cuda-graph-max-bs must be >= 1")
+        if min(self.pdmux_decode_bs_divisor, self.pdmux_split_forward_budget,
+               self.pdmux_max_prefill_tokens) < 1:
+            raise ValueError("--pdmux-* values must be >= 1")
+        if self.disagg_prefill < 1 or self.disagg_decode < 1:
+            raise ValueError("--disagg-prefill and --disagg-decode must be >= 1")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self
+
+    def graph_max_bs(self) -> int:
+        """``cuda_graph_max_bs``, or SGLang 0.5.17's default on an 80-141 GB GPU: 256 below
+        TP 4, else 512 (``ServerArgs._handle_gpu_memory_settings``)."""
+        if self.cuda_graph_max_bs is not None:
+            return self.cuda_graph_max_bs
+        return 256 if self.tp < 4 else 512
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)

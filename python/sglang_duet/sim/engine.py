@@ -6,37 +6,33 @@ Events at the same time are handled in this order (the ``kind`` field of a heap 
 starts its next iteration only after every arrival at t is queued. Arrivals are not heap entries:
 they are a sorted array merged into the loop. Ties within a kind go by insertion order.
 
-Topologies: ``aggregated`` puts ``gpus / tp`` identical replicas behind the router; ``1p1d``
-runs one prefill and one decode worker (each ``gpus / 2`` GPUs, TP = gpus / 2): a finished
-prefill waits until the decode worker has pages for it, then its KV crosses the link (FIFO,
-``setup + tokens x kv_bytes_per_token / throughput``); the first token reaches the user when the
-transfer lands, and the request decodes from the decode worker's next iteration on. The prefill
-worker holds the request's pages until it lands.
+Topologies: ``aggregated`` puts ``gpus / tp`` identical replicas behind the router;
+``disagg`` (Dynamo xPyD) runs ``disagg_prefill`` prefill and ``disagg_decode`` decode workers of
+``gpus / (x + y)`` GPUs each (TP = that), the prefill workers behind the router and the KV moved
+by ``disagg.Disagg``.
 
-The transfer costs are the measured ones of vLLM's NixlConnector (Dynamo's vLLM backend pulls
-KV with it), not NVLink's peak: ``--kv-xfer-gbps`` 4.3 GB/s aggregate and ``--kv-xfer-setup-ms``
-6.7 ms post time per transfer (vllm-project/vllm#50913, 3P1D, 167 MB per transfer, 38.7 ms
-average). A same-host 1P1D report measured worse, 1.8 GB/s and 129 ms post time, without NVLink
-(vllm-project/vllm#34054). At the paper's Observation 3 load (8000-token prompts, 1.18 GB of
-Qwen3-8B KV each) the link then moves about 3.6 requests/s, below the prefill worker's rate:
-with NVLink's 450 GB/s the simulator had disaggregation at 0.83x aggregation's throughput where
-the paper measured < 0.5x.
+Duet's SM partitions are the ones the runtime builds for ``partition_backend``
+(``partition.plan.plan_menu``, the rule ``runtime.components.build_menu`` applies), with their
+decode-graph memory kept out of the KV pool as the runtime keeps it
+(``partition.plan.graph_memory_bytes``) and the spatial decode step's host time that of a graph
+replay only on graph sizes.
 """
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_model
-from sglang_duet.policy import SmMenu
+from sglang_duet.partition.plan import graph_memory_bytes, plan_menu
 
 from .arrivals import Workload
 from .config import SimConfig
+from .disagg import Disagg
 from .executor import Executor
 from .kvcache import KvCache, KvSizing, pages_for, size_kv_cache
 from .policies import PlanContext, PolicySpec, get_policy
@@ -77,19 +73,26 @@ class Simulation:
         self.workload = workload
         self.spec: PolicySpec = get_policy(policy or cfg.policy)
         hw = get_hardware(cfg.hardware)
-        disagg = self.spec.topology == "1p1d"
-        if disagg and (cfg.gpus < 2 or cfg.gpus % 2):
-            raise ValueError(f"{self.spec.name} needs an even number of GPUs (>= 2)")
-        self.replica_tp = cfg.gpus // 2 if disagg else cfg.tp
+        disagg = self.spec.topology == "disagg"
+        workers = cfg.disagg_prefill + cfg.disagg_decode
+        if disagg and cfg.gpus % workers:
+            raise ValueError(f"{self.spec.name} {cfg.disagg_prefill}P{cfg.disagg_decode}D needs "
+                             f"a multiple of {workers} GPUs, got {cfg.gpus}")
+        self.replica_tp = cfg.gpus // workers if disagg else cfg.tp
         model = get_model(cfg.model, tp=self.replica_tp)
         self.model = model
+        self.menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes)
+        reserve = int(cfg.activation_reserve_gb * 1e9)
+        if self.spec.partitions and cfg.duet_mode != "aggregated":  # duet's partition graphs
+            reserve += graph_memory_bytes(len(self.menu.graph_sizes), cfg.graph_max_bs())
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
-                                    cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9))
+                                    cfg.mem_fraction, reserve)
         self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration), cfg.interference)
-        budget = self.spec.token_budget or cfg.token_budget
-        ctx = PlanContext(self.latency, SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc),
-                          cfg.tbt_slo_ms / 1e3, budget, cfg.max_lookahead, cfg.duet_mode)
-        executor = Executor(self.latency, self.spec.free_running)
+        budget = self.spec.token_budget(cfg)
+        ctx = PlanContext(self.latency, self.menu, cfg.tbt_slo_ms / 1e3, budget, cfg)
+        decode_host = self.menu.decode_host if self.spec.partitions else "lookahead"
+        executor = Executor(self.latency, self.spec.free_running, decode_host,
+                            self.spec.split_forward_budget(cfg))
         flavor = Flavor.of(self.spec.flavor)
 
         def replica(i: int, role: str = "mixed", hand_off=None) -> Replica:
@@ -97,15 +100,18 @@ class Simulation:
                            flavor, budget, role, hand_off,  # type: ignore[arg-type]
                            reuse_predictions)
 
+        self.disagg: Disagg | None = None
         if disagg:
-            self.prefill_rep = replica(0, "prefill", self._hand_off)
-            self.decode_rep = replica(1, "decode")
-            self.replicas = [self.prefill_rep, self.decode_rep]
-            self.entry = [self.prefill_rep]
+            x = cfg.disagg_prefill
+            pre = [replica(i, "prefill", functools.partial(self._hand_off, i)) for i in range(x)]
+            dec = [replica(x + j, "decode") for j in range(cfg.disagg_decode)]
+            self.disagg = Disagg(pre, dec, model.kv_bytes_per_token / (cfg.kv_xfer_gbps * 1e9),
+                                 cfg.kv_xfer_setup_ms / 1e3, self._push_xfer)
+            self.replicas = pre + dec
+            self.entry = pre
         else:
             self.replicas = [replica(i) for i in range(cfg.gpus // cfg.tp)]
             self.entry = self.replicas
-        self.disagg = disagg
         self.router = SimRouter(cfg.router, len(self.entry), self.latency, cfg.tbt_slo_ms / 1e3,
                                 cfg.token_budget)
         self._heap: list[tuple[float, int, int, object]] = []
@@ -115,15 +121,6 @@ class Simulation:
         self._own = own_horizon and not disagg and cfg.router == "round-robin"
         self._own_times: list[list[float]] = [[] for _ in self.replicas]
         self._own_ptr = [0] * len(self.replicas)
-        # 1P1D state
-        self._inbox: deque[Request] = deque()
-        self._p_pages: dict[str, int] = {}
-        self._inflight: deque[float] = deque()
-        self._link_free = 0.0
-        self._xfer_s_per_token = model.kv_bytes_per_token / (cfg.kv_xfer_gbps * 1e9)
-        self._xfer_setup_s = cfg.kv_xfer_setup_ms / 1e3
-        self.transfers = 0
-        self.transfer_s = 0.0
 
     # --- heap -----------------------------------------------------------------------------------
     def _push(self, t: float, kind: int, obj: object) -> None:
@@ -141,10 +138,13 @@ class Simulation:
             return times[p] if p < len(times) else INF
         if rep.role != "decode":
             return self._next_arrival
-        # new work reaches the decode worker through the prefill worker: bound by its next
-        # iteration end, the next arrival (it may wake the prefill worker) and transfers
-        h = self._inflight[0] if self._inflight else INF
-        return min(h, self._end_at[self.prefill_rep.idx], self._next_arrival)
+        # new work reaches a decode worker through the prefill workers: bound by its next
+        # landing, their next iteration ends and the next arrival (it may wake one)
+        dis = self.disagg
+        h = dis.next_landing(rep)  # type: ignore[union-attr]
+        for p in dis.prefill:  # type: ignore[union-attr]
+            h = min(h, self._end_at[p.idx])
+        return min(h, self._next_arrival)
 
     def _start(self, rep: Replica, now: float) -> None:
         rep.start_scheduled = False
@@ -155,47 +155,17 @@ class Simulation:
         self._end_at[rep.idx] = end
         self._push(end, END, rep)
 
-    # --- 1P1D -----------------------------------------------------------------------------------
-    def _hand_off(self, r: Request, now: float) -> None:
-        self._p_pages[r.rid] = r.pages
-        r.pages = 0
-        self._inbox.append(r)
-        self._try_transfers(now)
+    # --- disaggregation -------------------------------------------------------------------------
+    def _hand_off(self, prefill_idx: int, r: Request, now: float) -> None:
+        self.disagg.hand_off(self.replicas[prefill_idx], r, now)  # type: ignore[union-attr]
 
-    def _try_transfers(self, now: float) -> None:
-        d = self.decode_rep
-        while self._inbox:
-            r = self._inbox[0]
-            pages = pages_for(r.base, d.page)
-            # leave one page per decode for its next step (SGLang/vLLM would retract otherwise)
-            if pages + len(d.running) + len(d.joiners) > d.kv.free:
-                break
-            self._inbox.popleft()
-            d.kv.alloc(pages)
-            r.pages = pages
-            dur = self._xfer_setup_s + r.base * self._xfer_s_per_token
-            self._link_free = max(now, self._link_free) + dur
-            self._inflight.append(self._link_free)
-            self.transfers += 1
-            self.transfer_s += dur
-            self._push(self._link_free, XFER, r)
+    def _push_xfer(self, t: float, r: Request, decode_idx: int) -> None:
+        self._push(t, XFER, (r, decode_idx))
 
-    def _landed(self, r: Request, now: float) -> None:
-        self._inflight.popleft()
-        self.prefill_rep.release_transferred(self._p_pages.pop(r.rid))
-        self._kick(self.prefill_rep, now)
-        d = self.decode_rep
-        r.first_token_s = now
-        if r.remaining_out <= 0:
-            r.open_run(d.idx, now, 0)
-            r.close_run(0)
-            r.finish_s = now
-            d.kv.release(r.pages)
-            r.pages = 0
-            d.finished.append(r)
-            return
-        r.open_run(d.idx, now, -1)
-        d.join_decoding(r)
+    def _landed(self, r: Request, decode_idx: int, now: float) -> None:
+        d = self.replicas[decode_idx]
+        rep = self.disagg.landed(r, d, now)  # type: ignore[union-attr]
+        self._kick(rep, now)
         self._kick(d, now)
 
     # --- main loop ------------------------------------------------------------------------------
@@ -226,11 +196,11 @@ class Simulation:
                     rep.busy = False
                     self._end_at[rep.idx] = INF
                     rep.finish(t)
-                    if self.disagg:
-                        self._try_transfers(t)
+                    if self.disagg is not None:
+                        self.disagg.try_transfers(t)
                     self._kick(rep, t)
                 elif kind == XFER:
-                    self._landed(obj, t)  # type: ignore[arg-type]
+                    self._landed(*obj, t)  # type: ignore[misc]
                 else:
                     self._start(obj, t)  # type: ignore[arg-type]
             elif i < n:
@@ -254,8 +224,10 @@ class Simulation:
         stuck = [r for r in requests if not r.rejected and r.finish_s < 0.0]
         if stuck:
             raise RuntimeError(f"{len(stuck)} requests never finished (first: {stuck[0]!r})")
+        dis = self.disagg
         return SimResult(self.spec.name, requests, self.replicas, self.sizing, self.replica_tp,
-                         time.perf_counter() - t_wall, self.transfers, self.transfer_s)
+                         time.perf_counter() - t_wall, dis.transfers if dis else 0,
+                         dis.transfer_s if dis else 0.0)
 
 
 def simulate(cfg: SimConfig, workload: Workload, policy: str | None = None,

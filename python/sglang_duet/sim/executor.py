@@ -32,7 +32,7 @@ import numpy as np
 from sglang_duet.latency import Batch, LatencyModel
 from sglang_duet.policy import BatchPlan
 
-__all__ = ["Executor", "IterationTiming"]
+__all__ = ["Executor", "IterationTiming", "sliced_prefill_s"]
 
 
 class IterationTiming:
@@ -48,10 +48,27 @@ class IterationTiming:
         self.prefill_s = prefill_s
 
 
+def sliced_prefill_s(t_p: float, t_d: float, layers: int, tokens: int, budget: int) -> float:
+    """A pdmux prefill of ``tokens`` tokens fed ``max(1, budget // tokens)`` of its
+    ``layers`` layers per scheduler loop, one loop per decode step of ``t_d`` seconds
+    (``multiplexing_mixin.event_loop_pdmux``): n slices of ``t_p / n`` each, slice i
+    launched at ``i * t_d``, so it ends at ``max(t_p, (n - 1) * t_d + t_p / n)``."""
+    per_loop = max(1, budget // max(tokens, 1))
+    n = -(-layers // per_loop)
+    return max(t_p, (n - 1) * t_d + t_p / n)
+
+
 class Executor:
-    def __init__(self, latency: LatencyModel, free_running: bool = False) -> None:
+    """``decode_host``: host kind of a spatial decode step (``partition.plan.MenuPlan``);
+    ``split_forward_budget``: pdmux's layer slicing (tokens), None for no slicing."""
+
+    def __init__(self, latency: LatencyModel, free_running: bool = False,
+                 decode_host: str = "lookahead", split_forward_budget: int | None = None
+                 ) -> None:
         self.latency = latency
         self.free_running = free_running
+        self.decode_host = decode_host
+        self.split_forward_budget = split_forward_budget
 
     def time_plan(
         self,
@@ -83,14 +100,19 @@ class Executor:
         if mode == "spatial" and n_d and prefill_q:
             db = Batch(np.ones(n_d, np.int64), np.asarray(decode_ctx, np.int64))
             pb = Batch(prefill_q, prefill_c, prefill_sample)
-            bd, bp = lat.predict_concurrent(db, pb, plan.sms_decode, plan.sms_prefill)
+            bd, bp = lat.predict_concurrent(db, pb, plan.sms_decode, plan.sms_prefill,
+                                            self.decode_host)
             t_d, t_p = bd.total_s, bp.total_s
             k = plan.lookahead
             if self.free_running:
                 # each pdmux decode step goes through the CPU scheduler (sample, sync, schedule)
                 # instead of duet's back-to-back graph replays: it pays the scheduled pass's
                 # host time on top of the look-ahead step's (`reference.host_seconds`)
-                t_d += lat.host_seconds(True, "scheduled") - lat.host_seconds(True, "lookahead")
+                t_d += (lat.host_seconds(True, "scheduled")
+                        - lat.host_seconds(True, self.decode_host))
+                if self.split_forward_budget is not None:
+                    t_p = sliced_prefill_s(t_p, t_d, lat.model.num_layers, sum(prefill_q),
+                                           self.split_forward_budget)
                 k = max(1, math.ceil(t_p / t_d - 1e-9)) if t_d > 0 else 1
             return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
                                    t_d, t_p)

@@ -55,7 +55,7 @@ def test_bad_policy_exits_2(tmp_path, capsys):
 
 
 def test_set_overrides_the_simulator_and_names_the_files(tmp_path):
-    rc = main(["--trace", "azure-code", "--policies", "dynamo-1p1d", "--requests", "40",
+    rc = main(["--trace", "azure-code", "--policies", "dynamo", "--requests", "40",
                "--qps", "4", "--bisect-steps", "0", "--jobs", "1", "--quiet",
                "--set", "kv_xfer_gbps=450", "--out", str(tmp_path)])
     assert rc == 0

@@ -21,7 +21,7 @@ def _table() -> list[list[str]]:
 def test_readme_capacities_equal_the_results_json():
     header, *rows = _table()
     assert header[1:] == ["duet", "duet-paper", "best chunked/default", "sglang-pdmux",
-                          "dynamo-1p1d"]
+                          "dynamo"]
     body = [r for r in rows if not re.fullmatch(r"-+:?", r[1])]
     assert len(body) == 6
     for row in body:
@@ -30,7 +30,7 @@ def test_readme_capacities_equal_the_results_json():
                              / f"{trace}-{ROWS[model]}.json").read_text())
         cap = {p: v["capacity_qps"] for p, v in result["policies"].items()}
         want = [cap["duet"], cap["duet-paper"], max(cap[p] for p in AGGREGATED),
-                cap["sglang-pdmux"], cap["dynamo-1p1d"]]
+                cap["sglang-pdmux"], cap["dynamo"]]
         shown = [float(x) for x in row[1:]]  # two decimals at most (0.625 may read 0.63)
         assert all(abs(s - w) <= 0.005 + 1e-9 for s, w in zip(shown, want, strict=True)), (
             row[0], shown, want)

@@ -4,8 +4,11 @@ Each entry says how to build one replica's planner, which serving system's memor
 replica follows (``sglang``: admission reserves KV for expected decode growth, retract the
 request with the fewest output tokens; ``vllm``: no reservation, preempt the latest admitted),
 whether the decode stream free-runs during a spatial prefill, and the topology (``aggregated``:
-``gpus / tp`` identical replicas behind the router; ``1p1d``: one prefill and one decode worker,
-KV moved between them).
+``gpus / tp`` identical replicas behind the router; ``disagg``: ``disagg_prefill`` prefill and
+``disagg_decode`` decode workers, KV moved between them). Every knob a system's users turn is
+a SimConfig field (``token_budget``, ``pdmux_*``, ``disagg_*``, ``kv_xfer_*``, duet's
+``partition_backend`` / ``decode_graph_sizes`` / ``max_lookahead``), defaulting to the
+system's own default.
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from sglang_duet.latency import LatencyModel
-from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState, SmMenu
+from sglang_duet.partition.plan import MenuPlan
+from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState
 
+from ..config import SimConfig
 from .baselines import ChunkedPolicy, PrefillFirstPolicy
-from .pdmux import MAX_PREFILL_TOKENS, PdmuxPolicy
+from .pdmux import PdmuxPolicy
 
 __all__ = ["POLICIES", "PlanContext", "Planner", "PolicySpec", "get_policy",
            "policy_names"]
@@ -34,65 +39,78 @@ class Planner(Protocol):
 
 @dataclass(frozen=True)
 class PlanContext:
-    """What a planner factory may use (one per replica)."""
+    """What a planner factory may use (one per replica): the latency model, duet's menu (the
+    runtime's, `partition.plan.plan_menu`), the TBT SLO (s), the replica's token budget and the
+    whole configuration (each system's own knobs)."""
 
     latency: LatencyModel
-    menu: SmMenu
+    menu: MenuPlan
     tbt_slo_s: float
     token_budget: int
-    max_lookahead: int
-    duet_mode: str
+    cfg: SimConfig
 
 
 @dataclass(frozen=True)
 class PolicySpec:
+    """``budget``: the system's own prefill budget field of SimConfig (tokens), default
+    ``token_budget``; ``partitions``: it runs on duet's partition menu (its graph memory is
+    kept out of the KV pool); ``split_forward``: pdmux's layer slicing applies."""
+
     name: str
     description: str
     make: Callable[[PlanContext], Planner]
     flavor: Literal["sglang", "vllm"] = "sglang"
     free_running: bool = False
-    topology: Literal["aggregated", "1p1d"] = "aggregated"
-    token_budget: int | None = None  # the system's own prefill budget, overriding --token-budget
+    topology: Literal["aggregated", "disagg"] = "aggregated"
+    budget: str = "token_budget"
+    partitions: bool = False
+    split_forward: bool = False
+
+    def token_budget(self, cfg: SimConfig) -> int:
+        return int(getattr(cfg, self.budget))
+
+    def split_forward_budget(self, cfg: SimConfig) -> int | None:
+        return cfg.pdmux_split_forward_budget if self.split_forward else None
 
 
-def _duet(ctx: PlanContext) -> Planner:
-    return DuetPolicy(ctx.duet_mode, ctx.tbt_slo_s, ctx.token_budget, ctx.max_lookahead,
-                      ctx.latency, ctx.menu, correction=True, scheme="gap")
-
-
-def _duet_paper(ctx: PlanContext) -> Planner:
-    return DuetPolicy(ctx.duet_mode, ctx.tbt_slo_s, ctx.token_budget, ctx.max_lookahead,
-                      ctx.latency, ctx.menu, correction=True, scheme="paper")
+def _duet_with(scheme: str) -> Callable[[PlanContext], Planner]:
+    def make(ctx: PlanContext) -> Planner:
+        cfg = ctx.cfg
+        return DuetPolicy(cfg.duet_mode, ctx.tbt_slo_s, ctx.token_budget, cfg.max_lookahead,
+                          ctx.latency, ctx.menu.sm_menu, correction=True, scheme=scheme,
+                          decode_host=ctx.menu.decode_host)
+    return make
 
 
 def _chunked(ctx: PlanContext) -> Planner:
-    return ChunkedPolicy(ctx.menu.total_sms, ctx.token_budget)
+    return ChunkedPolicy(ctx.latency.hardware.num_sms, ctx.token_budget)
 
 
 def _prefill_first(ctx: PlanContext) -> Planner:
-    return PrefillFirstPolicy(ctx.menu.total_sms, ctx.token_budget)
+    return PrefillFirstPolicy(ctx.latency.hardware.num_sms, ctx.token_budget)
 
 
 def _pdmux(ctx: PlanContext) -> Planner:
-    return PdmuxPolicy(ctx.menu.total_sms, ctx.latency.hardware.name, ctx.token_budget)
+    hw = ctx.latency.hardware
+    return PdmuxPolicy(hw.num_sms, hw.name, ctx.token_budget, ctx.cfg.pdmux_decode_bs_divisor)
 
 
 POLICIES: dict[str, PolicySpec] = {
     spec.name: spec
     for spec in (
         PolicySpec("duet", "DuetPolicy: aggregated/spatial switch, spatial gap bounded by tau",
-                   _duet),
+                   _duet_with("gap"), partitions=True),
         PolicySpec("duet-paper", "DuetPolicy, the paper's synchronous spatial scheme "
-                   "(t_d <= tau only)", _duet_paper),
+                   "(t_d <= tau only)", _duet_with("paper"), partitions=True),
         PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm"),
         PolicySpec("sglang-chunked", "SGLang mixed chunked prefill", _chunked),
         PolicySpec("sglang-default", "SGLang default: prefill-only batches first",
                    _prefill_first),
         PolicySpec("sglang-pdmux", "SGLang 0.5.17 PD-multiplexing: green-context groups by "
                    "decode batch, unchunked prefill, free-running decode", _pdmux,
-                   free_running=True, token_budget=MAX_PREFILL_TOKENS),
-        PolicySpec("dynamo-1p1d", "Dynamo 1P1D: prefill GPU + decode GPU (vLLM), KV transfer",
-                   _chunked, "vllm", topology="1p1d"),
+                   free_running=True, budget="pdmux_max_prefill_tokens", split_forward=True),
+        PolicySpec("dynamo", "Dynamo xPyD (vLLM workers): prefill GPUs + decode GPUs, KV "
+                   "transfer", _chunked, "vllm", topology="disagg"),
     )
 }
 

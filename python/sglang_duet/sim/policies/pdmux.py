@@ -22,8 +22,9 @@ Scheduling -- ``sglang/srt/multiplex/multiplexing_mixin.py``:
   ``max(1, split_forward_token_budget // extend_num_tokens)`` more layers of the prefill
   (``split_forward_token_budget = 65536``) on the prefill stream, then waits for the decode
   step; the prefill's end is seen by a poll after a decode step. So decode free-runs for the
-  whole prefill: the executor (``free_running``) runs ``ceil(t_p / t_d)`` decode steps and the
-  iteration ends with the step that sees the prefill done.
+  whole prefill: the executor (``free_running``) runs ``ceil(t_p' / t_d)`` decode steps and the
+  iteration ends with the step that sees the prefill done, where ``t_p'`` is the prefill's
+  time fed one slice of layers per loop (``executor.sliced_prefill_s``).
 * ``update_split_prefill_batch``: a new prefill batch only once the previous one finished, formed
   by SGLang's ``PrefillAdder`` with chunked prefill off (``server_args.py`` asserts
   ``chunked_prefill_size == -1`` under pdmux): whole requests in FIFO order, the first always,
@@ -91,17 +92,18 @@ def whole_request_batch(waiting: Sequence[ReqState], max_tokens: int) -> tuple[P
 class PdmuxPolicy:
     """See the module docstring; no latency model, no feedback."""
 
-    def __init__(self, total_sms: int, hardware: str, max_prefill_tokens: int = MAX_PREFILL_TOKENS
-                 ) -> None:
+    def __init__(self, total_sms: int, hardware: str, max_prefill_tokens: int = MAX_PREFILL_TOKENS,
+                 decode_bs_divisor: int = DECODE_BS_DIVISOR) -> None:
         self.total_sms = total_sms
         self.max_prefill_tokens = max_prefill_tokens
+        self.decode_bs_divisor = decode_bs_divisor
         self.divisions = divide_sm(total_sms, *arch_constraints(hardware), SM_GROUP_NUM - 2)
         self.groups = len(self.divisions) + 2
 
     def split_for(self, decode_bs: int) -> tuple[int, int]:
         """(prefill SMs, decode SMs) of ``adjust_stream_groups`` for this decode batch size."""
         g = self.groups - 2
-        idx = max(1, min(g, decode_bs * g // DECODE_BS_DIVISOR))
+        idx = max(1, min(g, decode_bs * g // self.decode_bs_divisor))
         return self.divisions[idx - 1]
 
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
