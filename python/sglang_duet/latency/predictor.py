@@ -134,7 +134,7 @@ class LatencyModel:
         if self.interference is None or d.total_s <= 0.0 or p.total_s <= 0.0:
             return c_d, c_p
         e_d, e_p = slowdown(self._k_dec * p.flops, self.interference.decode_max,
-                            self._k_pre * d.bytes, d.total_s, p.total_s)
+                            self._k_pre * d.bytes, d.total_s, p.total_s, p.comm_s + p.host_s)
         return stretched(c_d, c_d.total_s + e_d), stretched(c_p, c_p.total_s + e_p)
 
     def predict_concurrent_table(self, decode_batch: BatchLike, prefill_batch: BatchLike,
@@ -156,9 +156,10 @@ class LatencyModel:
         both = bool(pd.tokens and pp.tokens)
         c_d, c_p = combine_totals(self.bandwidth_cap, t_d, pd.nbytes, t_p, pp.nbytes,
                                   positive=both)
-        if self.interference is not None and both:
+        if self.interference is not None and both:  # i_p: Breakdown.comm_s + host_s
+            i_p = L * pp.comm + self._host_of(pp, "spatial")
             e_d, e_p = slowdown(self._k_dec * pp.flops, self.interference.decode_max,
-                                self._k_pre * pd.nbytes, t_d, t_p)
+                                self._k_pre * pd.nbytes, t_d, t_p, i_p)
             c_d, c_p = c_d + e_d, c_p + e_p
         return ConcurrentTable(c_d, c_p, t_d, t_p)
 
