@@ -21,7 +21,7 @@ class TestDefaults:
         a = parse([])
         assert a == DuetArgs()
         assert (a.mode, a.tbt_slo_ms, a.partition_backend, a.max_lookahead, a.hardware) == (
-            "adaptive", 100.0, "auto", 8, "auto")
+            "adaptive", 100.0, "auto", 16, "auto")
         assert a.tbt_slo_s == pytest.approx(0.1)
 
     def test_every_field_has_a_prefixed_flag_with_help(self):

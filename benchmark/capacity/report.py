@@ -1,5 +1,6 @@
-"""The capacity sweep's plot (attainment vs QPS, one line per policy, the target drawn) and its
-markdown table (capacity per policy, duet's ratios against the baselines, gap causes)."""
+"""The capacity sweep's plot (window attainment against QPS at each policy's best setting, runs
+that do not keep up marked) and its markdown table (default and best-tuned capacity per policy,
+the setting, the run-length check, Sarathi-Serve's capacity, saturation, duet's ratios)."""
 
 from __future__ import annotations
 
@@ -15,99 +16,121 @@ COLORS = {"duet": "tab:red", "duet-paper": "salmon", "vllm-chunked": "tab:blue",
           "sglang-chunked": "tab:cyan", "sglang-default": "tab:gray",
           "sglang-pdmux": "tab:purple", "dynamo": "tab:orange"}
 AGGREGATED = ("vllm-chunked", "sglang-chunked", "sglang-default")
-DISAGG_LIKE = ("sglang-pdmux", "dynamo")
+OURS = ("duet", "duet-paper")
 
 
 def stem(cfg: dict[str, Any]) -> str:
-    """File stem of one sweep: trace, model, TP (and any simulator overrides)."""
-    base = f"{os.path.basename(cfg['trace']).split('.')[0]}-{cfg['model']}-tp{cfg['tp']}"
+    """File stem of one sweep: trace, model, TP, GPUs when not 2 (and any overrides)."""
+    cl = cfg["cluster"]
+    base = f"{os.path.basename(cl['trace']).split('.')[0]}-{cl['model']}-tp{cl['tp']}"
+    if cl["gpus"] != 2:
+        base += f"-{cl['gpus']}gpu"
     extra = "".join(f"-{k}{v:g}" if isinstance(v, float) else f"-{k}{v}"
-                    for k, v in sorted((cfg.get("sim_overrides") or {}).items()))
+                    for k, v in sorted((cl.get("base") or {}).items()))
     return base + extra
 
 
 def title(cfg: dict[str, Any]) -> str:
-    over = ", ".join(f"{k}={v}" for k, v in sorted((cfg.get("sim_overrides") or {}).items()))
-    return (f"{cfg['trace']} ({cfg['requests']} req), {cfg['model']} TP={cfg['tp']} on "
-            f"{cfg['gpus']}x {cfg['hardware']}, tau={cfg['tbt_slo_ms']:g} ms, "
-            f"TTFT SLO {cfg['ttft_slo_ms'] / 1e3:g} s" + (f", {over}" if over else ""))
+    cl = cfg["cluster"]
+    over = ", ".join(f"{k}={v}" for k, v in sorted((cl.get("base") or {}).items()))
+    return (f"{cl['trace']} ({cfg['requests']} req per run), {cl['model']} TP={cl['tp']} on "
+            f"{cl['gpus']}x {cl['hardware']}, tau={cl['tbt_slo_ms']:g} ms, "
+            f"TTFT SLO {cl['ttft_slo_ms'] / 1e3:g} s" + (f", {over}" if over else ""))
+
+
+def capacity(r: dict[str, Any], which: str = "best") -> float:
+    return float(r[which]["capacity_qps"])
+
+
+def ratios(result: dict[str, Any], ours: str = "duet") -> dict[str, Any]:
+    """duet's best-tuned capacity over each alternative's best-tuned one, and the best of them
+    (named)."""
+    pols = result["policies"]
+    if ours not in pols:
+        return {}
+    c = capacity(pols[ours])
+    others = {p: capacity(r) for p, r in pols.items() if p not in OURS}
+    out: dict[str, Any] = {f"vs_{p}": (round(c / v, 3) if v else None)
+                           for p, v in others.items()}
+    if others:
+        best = max(others, key=lambda p: others[p])
+        out["best_alternative"] = best
+        out["vs_best_alternative"] = round(c / others[best], 3) if others[best] else None
+    agg = [others[p] for p in AGGREGATED if p in others]
+    if agg and max(agg):
+        out["vs_best_aggregated"] = round(c / max(agg), 3)
+    return out
 
 
 def plot(result: dict[str, Any], path: str) -> None:
     cfg = result["config"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for pol, r in result["policies"].items():
-        q = [p["qps"] for p in r["points"]]
-        a = [p["slo_both_attainment"] for p in r["points"]]
-        ax.plot(q, a, marker="o", ms=3, label=f"{pol} (cap. {_cap(r)})",
-                color=COLORS.get(pol))
-    ax.axhline(cfg["target"], color="k", ls="--", lw=0.8, label=f"{cfg['target']:.0%} target")
-    ax.set_xlabel("Poisson QPS (req/s)")
-    ax.set_ylabel("requests meeting both SLOs")
+        pts = [p for p in r["best"]["points"] if p["requests"] == cfg["requests"]]
+        q = [p["qps"] for p in pts]
+        a = [p["attainment"] for p in pts]
+        ax.plot(q, a, marker="o", ms=3, lw=1, color=COLORS.get(pol),
+                label=f"{pol} ({r['best']['capacity_qps']:g})")
+        bad = [(p["qps"], p["attainment"]) for p in pts if not p["keeps_up"]]
+        if bad:
+            ax.scatter(*zip(*bad, strict=True), marker="x", s=30, color=COLORS.get(pol))
+    ax.axhline(cfg["cluster"]["target"], color="k", ls="--", lw=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("Poisson QPS (req/s); x = does not keep up")
+    ax.set_ylabel("window requests meeting both SLOs")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower left")
-    ax.set_title(title(cfg), fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.set_title(title(cfg) + ", best-tuned", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
-def _cap(r: dict[str, Any]) -> str:
-    return f">= {r['capacity_qps']:g}" if r["above_grid"] else f"{r['capacity_qps']:g}"
+def _num(v: float | None, nd: int = 1) -> str:
+    return "-" if v is None else f"{v:,.{nd}f}"
 
 
-def ratios(result: dict[str, Any], ours: str = "duet") -> dict[str, float | None]:
-    """duet's capacity over the better of pdmux/dynamo and over the best aggregated baseline."""
-    pols = result["policies"]
-    if ours not in pols:
-        return {}
-    c = pols[ours]["capacity_qps"]
-
-    def best(names: tuple[str, ...]) -> float | None:
-        caps = [pols[n]["capacity_qps"] for n in names if n in pols]
-        return max(caps) if caps else None
-
-    out: dict[str, float | None] = {}
-    for key, names in (("vs_disagg_like", DISAGG_LIKE), ("vs_aggregated", AGGREGATED)):
-        b = best(names)
-        out[key] = round(c / b, 3) if b else None
-    return out
-
-
-def _gap_cell(m: dict[str, Any] | None) -> str:
-    causes = (m or {}).get("gap_causes") or {}
-    shown = [f"{k} {v}" for k, v in causes.items() if v]
-    return ", ".join(shown) if shown else "-"
+def _cap(v: float) -> str:
+    return f"{v:.3g}" if v < 10 else f"{v:.1f}"
 
 
 def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
+    cl = cfg["cluster"]
     lines = [f"### {title(cfg)}", "",
-             "Capacity = highest Poisson QPS with >= "
-             f"{cfg['target']:.0%} of requests meeting both SLOs (bisection, "
-             f"{cfg['bisect_steps']} steps, between grid points {list(cfg['grid'])}). "
-             "At capacity: P99 TBT over all gaps, P99 TTFT, and the gaps over tau by cause.", "",
-             "| policy | capacity (req/s) | attainment | P99 TBT (ms) | P99 TTFT (ms) | "
-             "gaps > tau by cause |",
-             "| --- | ---: | ---: | ---: | ---: | --- |"]
+             "Capacity = highest Poisson QPS at which the run keeps up (served >= 0.97x offered "
+             "over the steady-state window, TTFT rising <= 1 s across it) and >= "
+             f"{cl['target']:.0%} of the window's requests meet both SLOs (`sim/steady.py`). "
+             "Best-tuned: coordinate descent over each system's knobs (`tuning.py`). "
+             "2x run: the best setting's capacity with twice the requests. Sarathi: median "
+             "scheduling delay <= 2 s and P99 TBT <= tau. Saturation: served req/s at twice "
+             "the capacity. At capacity: P99 TBT over all gaps, P99 TTFT.", "",
+             "| policy | default | best-tuned | best setting | 2x run | Sarathi | saturation "
+             "| P99 TBT (ms) | P99 TTFT (ms) |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
     for pol, r in result["policies"].items():
-        m = r["at_capacity"] or {}
-        att = m.get("slo_both_attainment")
-        lines.append(f"| {pol} | {_cap(r)} | {'-' if att is None else f'{att:.3f}'} | "
-                     f"{_num(m.get('tbt_p99_ms'))} | {_num(m.get('ttft_p99_ms'), 0)} | "
-                     f"{_gap_cell(m)} |")
+        b = r["best"]
+        m = b.get("at_capacity") or {}
+        rl = b.get("run_length")
+        rl_cell = "-" if not rl else (f"{_cap(rl['capacity_qps'])} ({rl['ratio']:.2f}x"
+                                      f"{'' if rl['ok'] else ', MOVED'})")
+        lines.append(f"| {pol} | {_cap(capacity(r, 'default'))} | {_cap(capacity(r))} | "
+                     f"{b['label']} | {rl_cell} | {_cap(b.get('sarathi_qps') or 0.0)} | "
+                     f"{_num(b.get('saturation_rps'), 2)} | {_num(m.get('tbt_p99_ms'))} | "
+                     f"{_num(m.get('ttft_p99_ms'), 0)} |")
     rt = ratios(result)
-    if rt:
-        lines += ["", f"duet / better of sglang-pdmux, dynamo: {_num(rt['vs_disagg_like'], 2)}"
-                  f"x (target 1.2x); duet / best aggregated: {_num(rt['vs_aggregated'], 2)}x "
-                  "(target 1.5x)."]
-    lines += ["", f"Sweep wall time: {result['wall_s']} s.", ""]
+    if rt.get("best_alternative"):
+        lines += ["", f"duet / best-tuned best alternative ({rt['best_alternative']}): "
+                  f"{_num(rt['vs_best_alternative'], 2)}x; duet / best aggregated: "
+                  f"{_num(rt.get('vs_best_aggregated'), 2)}x."]
+    moved = [p for p, r in result["policies"].items()
+             if r["best"].get("run_length") and not r["best"]["run_length"]["ok"]]
+    lines += ["", "Run-length check: " + ("every best-tuned capacity moved by <= 5% with twice "
+                                          "the requests." if not moved else
+                                          f"MOVED by > 5% for {', '.join(moved)}."),
+              "", f"Sweep wall time: {result['wall_s']} s.", ""]
     return "\n".join(lines)
-
-
-def _num(v: float | None, nd: int = 1) -> str:
-    return "-" if v is None else f"{v:,.{nd}f}"
 
 
 def write(result: dict[str, Any], out_dir: str) -> tuple[str, str]:

@@ -1,198 +1,166 @@
-"""SLO attainment against QPS per policy, and the capacity found by bisection.
+"""One capacity sweep: every policy at its default and at its best-tuned setting, side by side.
 
-Capacity of a policy = the highest Poisson QPS at which at least ``target`` (0.9) of all requests
-meet both SLOs (their own P99 TBT <= tau and TTFT <= the TTFT SLO), the simulator's
-``slo_both_attainment``. The sweep evaluates every policy at every grid point; with ``p`` the
-largest grid point such that it and every grid point below it pass, and ``f`` the next one, the
-capacity is bisected in ``(p, f)`` for ``bisect_steps`` steps (``p = 0`` when the first point
-already fails; no bisection when every point passes: the capacity is then reported as at least
-the last point, ``above_grid``). Points are independent simulations: they run in a process pool.
+Per policy (the policies run in parallel worker processes, each on the same arrivals):
+
+1. the capacity of its defaults (``search.find_capacity`` at ``FINE_TOL``);
+2. coordinate descent over its knobs (``tuning``): a value that fails just above the best
+   capacity so far (x (1 + ``COARSE_TOL``)) cannot beat it and is recorded as failing there;
+   one that passes gets its capacity searched at ``COARSE_TOL``; the best setting is then
+   refined at ``FINE_TOL``;
+3. the run-length check: the best setting's capacity with twice the requests; the sweep says
+   whether it moved by more than ``LENGTH_TOL`` (5%);
+4. at the best setting: Sarathi-Serve's capacity (``search.sarathi_passes``) and the saturation
+   throughput, the served rate over the steady-state window at twice the capacity.
+
+Capacities are Poisson QPS (req/s) on the whole cluster.
 """
 
 from __future__ import annotations
 
-import functools
 import multiprocessing as mp
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from sglang_duet.sim import SimConfig, Simulation, build_arrivals, load_trace, summarize
+from .search import (
+    CACHE,
+    Cluster,
+    Point,
+    Setting,
+    evaluate,
+    find_capacity,
+    passes,
+    sarathi_passes,
+)
+from .tuning import knobs_for
 
-__all__ = ["CapacityConfig", "DEFAULT_GRIDS", "DEFAULT_REQUESTS", "Point", "run_sweep"]
+__all__ = ["COARSE_TOL", "DEFAULT_REQUESTS", "FINE_TOL", "LENGTH_TOL", "START_QPS",
+           "SweepConfig", "run_sweep"]
 
-# QPS grids per trace (req/s on the 2-GPU cluster): spans light load to well past every
-# policy's knee, denser where the policies' capacities fall.
-DEFAULT_GRIDS: dict[str, tuple[float, ...]] = {
-    "azure-code": (4, 8, 12, 16, 24, 32, 40, 48, 64),
-    "azure-conv": (8, 16, 24, 32, 40, 48, 60, 72, 90),
-    "mooncake": (0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0),
-}
-DEFAULT_REQUESTS: dict[str, int] = {"azure-code": 2000, "azure-conv": 3000, "mooncake": 1000}
-_KEEP = ("slo_both_attainment", "slo_attainment", "throughput_rps", "goodput_rps", "ttft_p99_ms",
-         "tbt_p50_ms", "tbt_p99_ms", "tbt_max_ms", "mode_share", "preemptions", "completed",
-         "rejected", "mean_sms_decode", "mean_lookahead", "gap_causes", "sim_wall_s")
+COARSE_TOL, FINE_TOL, LENGTH_TOL = 0.05, 0.025, 0.05
+# requests per run: about 100-800 s of arrivals at the policies' capacities on 2 GPUs; the
+# run-length check doubles them (within each trace's size)
+DEFAULT_REQUESTS: dict[str, int] = {"azure-code": 4000, "azure-conv": 4000, "mooncake": 2000}
+START_QPS: dict[str, float] = {"azure-code": 16.0, "azure-conv": 24.0, "mooncake": 1.0}
 
 
 @dataclass(frozen=True)
-class CapacityConfig:
-    """One capacity sweep: a trace, a cluster, the policies and the search (QPS in req/s)."""
-
-    trace: str
+class SweepConfig:
+    cluster: Cluster
     policies: tuple[str, ...]
-    grid: tuple[float, ...]
-    model: str = "qwen3-8b"
-    tp: int = 1
-    gpus: int = 2
-    hardware: str = "h100-sxm"
-    requests: int = 1000
-    seed: int = 0
-    tbt_slo_ms: float = 100.0
-    ttft_slo_ms: float = 10000.0
-    target: float = 0.9
-    bisect_steps: int = 4
+    requests: int
+    start_qps: float
+    tune: bool = True
+    quick: bool = False
+    length_check: bool = True
     jobs: int = 2
-    sim_overrides: dict[str, Any] = field(default_factory=dict)
-
-    def sim_config(self, policy: str, qps: float) -> SimConfig:
-        base = SimConfig(trace=self.trace, policy=policy, model=self.model, hardware=self.hardware,
-                         gpus=self.gpus, tp=self.tp, qps=qps, num_requests=self.requests,
-                         seed=self.seed, tbt_slo_ms=self.tbt_slo_ms, ttft_slo_ms=self.ttft_slo_ms)
-        return replace(base, **self.sim_overrides)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-@dataclass(frozen=True)
-class Point:
-    policy: str
-    qps: float
-    metrics: dict[str, Any]
-
-    @property
-    def attainment(self) -> float:
-        return float(self.metrics["slo_both_attainment"] or 0.0)
-
-
-@functools.lru_cache(maxsize=4)
-def _trace(name: str):
-    return load_trace(name)
+def _summary(s: Setting, cap: float, pts: list[Point]) -> dict[str, Any]:
+    at = max((p for p in pts if p.qps == cap), key=lambda p: p.requests, default=None)
+    return {"setting": dict(s.knobs), "label": s.label(), "capacity_qps": cap,
+            "at_capacity": at.metrics if at else None,
+            "points": sorted(({"qps": p.qps, "requests": p.requests,
+                               "attainment": p.metrics["steady"]["attainment"],
+                               "keeps_up": p.metrics["steady"]["keeps_up"],
+                               "served_ratio": p.metrics["steady"]["served_ratio"],
+                               "ttft_rise_s": p.metrics["steady"]["ttft_rise_s"]}
+                              for p in pts), key=lambda d: (d["requests"], d["qps"]))}
 
 
-def evaluate(cfg: CapacityConfig, policy: str, qps: float) -> Point:
-    """One simulation of ``policy`` at ``qps`` (runs in a worker process)."""
-    sc = cfg.sim_config(policy, qps)
-    n = min(cfg.requests, len(_trace(cfg.trace)))
-    work = build_arrivals(_trace(cfg.trace), qps, n, cfg.seed)
-    res = Simulation(sc, work, policy).run()
-    m = summarize(res, sc.tbt_slo_ms / 1e3, sc.ttft_slo_ms / 1e3)
-    return Point(policy, float(qps), {k: m.get(k) for k in _KEEP})
+def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
+    """Steps 1-4 of the module docstring for one policy."""
+    cl, n = cfg.cluster, cfg.requests
+    t0 = time.perf_counter()
+    seen: dict[tuple[Setting, int], dict[float, Point]] = {}
 
+    def search(s: Setting, requests: int, start: float, tol: float, rule=passes) -> float:
+        cap, pts = find_capacity(cl, s, requests, start, tol, rule)
+        seen.setdefault((s, requests), {}).update({p.qps: p for p in pts})
+        return cap
 
-def _eval_task(args: tuple[CapacityConfig, str, float]) -> Point:
-    return evaluate(*args)
+    def summary(s: Setting, cap: float, requests: int = n) -> dict[str, Any]:
+        return _summary(s, cap, list(seen.get((s, requests), {}).values()))
 
-
-def _bisect_task(args: tuple[CapacityConfig, str, float, float]) -> list[Point]:
-    cfg, policy, lo, hi = args
-    out = []
-    for _ in range(cfg.bisect_steps):
-        mid = round((lo + hi) / 2, 4)
-        p = evaluate(cfg, policy, mid)
-        out.append(p)
-        if p.attainment >= cfg.target:
-            lo = mid
-        else:
-            hi = mid
+    default = Setting(policy)
+    cap0 = search(default, n, cfg.start_qps, FINE_TOL)
+    best, best_cap, trials = default, cap0, []
+    if cfg.tune:
+        for knob in knobs_for(policy, cl.gpus, cl.model, cfg.quick):
+            for value in knob.values:
+                s = best
+                for k, v in value.items():
+                    s = s.with_knob(k, v)
+                if s == best:
+                    trials.append({"knob": knob.name, "value": value, "capacity_qps": best_cap})
+                    continue
+                if best_cap > 0:  # it must pass just above the best so far to matter
+                    probe = evaluate(cl, s, best_cap * (1 + COARSE_TOL), n)
+                    seen.setdefault((s, n), {})[probe.qps] = probe
+                    if not passes(probe, cl.target):
+                        trials.append({"knob": knob.name, "value": value,
+                                       "capacity_qps": None, "fails_at_qps": probe.qps})
+                        continue
+                cap = search(s, n, best_cap * (1 + COARSE_TOL) or cfg.start_qps, COARSE_TOL)
+                trials.append({"knob": knob.name, "value": value, "capacity_qps": cap})
+                if cap > best_cap:
+                    best, best_cap = s, cap
+        if best != default:
+            best_cap = search(best, n, best_cap, FINE_TOL)
+    out: dict[str, Any] = {"default": summary(default, cap0), "best": summary(best, best_cap),
+                           "trials": trials}
+    extra = out["best"]
+    if cfg.length_check and best_cap > 0:
+        cap2 = search(best, 2 * n, best_cap, FINE_TOL)
+        ratio = cap2 / best_cap
+        extra["run_length"] = {"requests": 2 * n, "capacity_qps": cap2, "ratio": round(ratio, 4),
+                               "ok": abs(ratio - 1.0) <= LENGTH_TOL,
+                               "points": summary(best, cap2, 2 * n)["points"]}
+    if best_cap > 0:
+        extra["sarathi_qps"] = search(best, n, best_cap, FINE_TOL, sarathi_passes)
+        sat = evaluate(cl, best, 2 * best_cap, n).metrics["steady"]
+        extra["saturation_rps"] = sat["served_rps"]
+    out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 
 
-def capacity_of(points: Sequence[Point], grid: Sequence[float], target: float
-                ) -> tuple[float, float | None, bool]:
-    """(capacity lower bound, first failing QPS above it or None, above_grid) from the points of
-    one policy: the largest passing QPS below the first failure of the grid prefix rule."""
-    by_q = {p.qps: p.attainment for p in points}
-    lo, hi = 0.0, None
-    for q in sorted(grid):
-        if by_q[q] >= target:
-            lo = q
-        else:
-            hi = q
-            break
-    for q in sorted(by_q):  # bisection points inside (lo, hi)
-        if q > lo and (hi is None or q < hi):
-            if by_q[q] >= target:
-                lo = q
-            else:
-                hi = q
-    return lo, hi, hi is None
+def _task(args: tuple[SweepConfig, str]) -> tuple[str, dict[str, Any]]:
+    cfg, policy = args
+    return policy, sweep_policy(cfg, policy)
 
 
-def _pool_map(fn: Callable, tasks: list, jobs: int, on_done: Callable[[Any], None]) -> list:
+def run_sweep(cfg: SweepConfig, out_dir: str | None = None, quiet: bool = False
+              ) -> dict[str, Any]:
+    """Every policy of ``cfg``; JSON-ready result."""
+    t0 = time.perf_counter()
+    CACHE.open(out_dir)
+    tasks = [(cfg, p) for p in cfg.policies]
+    done: dict[str, dict[str, Any]] = {}
+
+    def report(item: tuple[str, dict[str, Any]]) -> None:
+        pol, r = item
+        done[pol] = r
+        if not quiet:
+            b = r["best"]
+            sys.stderr.write(f"  {pol:<15} default {r['default']['capacity_qps']:<8g} best "
+                             f"{b['capacity_qps']:<8g} ({b['label']}) {r['wall_s']} s\n")
+            sys.stderr.flush()
+
+    _pool_map(_task, tasks, cfg.jobs, report)
+    return {"config": cfg.to_dict(), "policies": {p: done[p] for p in cfg.policies},
+            "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def _pool_map(fn: Callable, tasks: list, jobs: int, on_done: Callable[[Any], None]) -> None:
     if jobs <= 1 or len(tasks) <= 1:
-        out = []
         for t in tasks:
-            r = fn(t)
-            on_done(r)
-            out.append(r)
-        return out
-    ctx = mp.get_context("fork")
-    with ctx.Pool(jobs) as pool:
-        out = []
+            on_done(fn(t))
+        return
+    with mp.get_context("fork").Pool(jobs) as pool:
         for r in pool.imap_unordered(fn, tasks):
             on_done(r)
-            out.append(r)
-        return out
-
-
-class _Progress:
-    def __init__(self, total: int, quiet: bool) -> None:
-        self.total, self.done, self.quiet, self.t0 = total, 0, quiet, time.perf_counter()
-
-    def __call__(self, result: Point | list[Point]) -> None:
-        pts = result if isinstance(result, list) else [result]
-        self.done += 1
-        if self.quiet:
-            return
-        p = pts[-1]
-        el = time.perf_counter() - self.t0
-        sys.stderr.write(f"[{self.done:>3}/{self.total}] {el:6.1f}s {p.policy:<15} qps {p.qps:<7g}"
-                         f" attainment {p.attainment:.3f}"
-                         f"{' (bisection)' if isinstance(result, list) else ''}\n")
-        sys.stderr.flush()
-
-
-def run_sweep(cfg: CapacityConfig, quiet: bool = False) -> dict[str, Any]:
-    """Grid then bisection for every policy; JSON-ready result (see the module docstring)."""
-    t0 = time.perf_counter()
-    tasks = [(cfg, pol, float(q)) for pol in cfg.policies for q in cfg.grid]
-    prog = _Progress(len(tasks) + len(cfg.policies), quiet)
-    points: list[Point] = _pool_map(_eval_task, tasks, cfg.jobs, prog)
-    per: dict[str, list[Point]] = {pol: [] for pol in cfg.policies}
-    for p in points:
-        per[p.policy].append(p)
-    btasks = []
-    for pol in cfg.policies:
-        lo, hi, above = capacity_of(per[pol], cfg.grid, cfg.target)
-        if not above and cfg.bisect_steps > 0:
-            btasks.append((cfg, pol, lo, hi))
-    prog.total = len(tasks) + len(btasks)
-    for pts in _pool_map(_bisect_task, btasks, cfg.jobs, prog):
-        per[pts[0].policy].extend(pts)
-    out: dict[str, Any] = {}
-    for pol in cfg.policies:
-        pts = sorted(per[pol], key=lambda p: p.qps)
-        lo, hi, above = capacity_of(pts, cfg.grid, cfg.target)
-        at = next((p for p in pts if p.qps == lo), None)
-        out[pol] = {
-            "capacity_qps": lo,
-            "first_fail_qps": hi,
-            "above_grid": above,
-            "at_capacity": at.metrics if at is not None else None,
-            "points": [{"qps": p.qps, **p.metrics} for p in pts],
-        }
-    return {"config": cfg.to_dict(), "policies": out,
-            "wall_s": round(time.perf_counter() - t0, 1)}

@@ -1,11 +1,11 @@
 """Router comparison in the simulator: capacity per router, and the dispatch decision's cost.
 
     python -m benchmark.router [--setups qwen3-8b-8xh100-tp1 ...] [--traces mooncake ...]
-        [--routers duet total-tokens ...] [--num-requests 400] [--skip-cost]
+        [--routers duet total-tokens ...] [--no-baselines] [--skip-cost]
 
 Writes ``benchmark/results/router/capacity-<setup>.json`` (one per setup: per trace and router,
-the capacity and every probe run), ``dispatch_cost.json`` and the markdown summary
-``README.md`` (rebuilt from every capacity JSON present).
+the steady-state capacity and every probe run; the best-tuned alternatives), ``dispatch_cost.json``
+and the markdown summary ``README.md`` (rebuilt from every capacity JSON present).
 """
 
 from __future__ import annotations
@@ -14,37 +14,37 @@ import argparse
 import os
 import time
 
-from benchmark.router.capacity import SETUPS, capacity
+from benchmark.capacity.search import CACHE
+from benchmark.router.capacity import BASELINES, SETUPS, baseline_capacity, router_capacity
 from benchmark.router.dispatch_cost import measure
 from benchmark.router.report import write_markdown
 from benchmark.stamp import write_result
 from sglang_duet.router import ROUTERS
-from sglang_duet.sim import SimConfig, load_trace
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 OUT = os.path.join(ROOT, "benchmark", "results", "router")
 TRACES = ("azure-conv", "azure-code", "mooncake")
-# first probe, requests/s per replica (the search doubles or halves from there)
-START_PER_REPLICA = {"azure-conv": 1.0, "azure-code": 0.5, "mooncake": 0.25}
 
 
-def run_setup(setup, traces, routers, n: int, seed: int) -> dict:
-    out: dict = {"setup": setup.__dict__, "num_requests": n, "seed": seed, "traces": {}}
+def run_setup(setup, traces, routers, seed: int, baselines: bool) -> dict:
+    out: dict = {"setup": setup.__dict__, "seed": seed, "traces": {}, "baselines": {}}
     for name in traces:
-        trace = load_trace(name)
-        start = START_PER_REPLICA.get(name, 0.5) * (setup.gpus // setup.tp)
         rows = {}
         for router in routers:
-            base = SimConfig(trace=name, policy="duet", model=setup.model,
-                             hardware=setup.hardware, gpus=setup.gpus, tp=setup.tp, seed=seed,
-                             router=router)
             t0 = time.perf_counter()
-            qps, probes = capacity(base, trace, n, start)
-            rows[router] = {"capacity_qps": round(qps, 4), "probes": probes,
-                            "search_wall_s": round(time.perf_counter() - t0, 1)}
-            print(f"{setup.name} {name} {router}: {qps:.3f} req/s "
-                  f"({len(probes)} runs, {rows[router]['search_wall_s']} s)", flush=True)
+            row = router_capacity(setup, name, router, seed, length_check=router == "duet")
+            row["search_wall_s"] = round(time.perf_counter() - t0, 1)
+            rows[router] = row
+            print(f"{setup.name} {name} {router}: {row['capacity_qps']:.3f} req/s "
+                  f"({len(row['probes'])} runs, {row['search_wall_s']} s)", flush=True)
         out["traces"][name] = rows
+        if baselines:
+            out["baselines"][name] = {}
+            for pol in BASELINES:
+                r = baseline_capacity(setup, name, pol, seed)
+                out["baselines"][name][pol] = r
+                print(f"{setup.name} {name} {pol} (best-tuned: {r['setting']}): "
+                      f"{r['capacity_qps']:.3f} req/s", flush=True)
     return out
 
 
@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
                     choices=[s.name for s in SETUPS])
     ap.add_argument("--traces", nargs="+", default=list(TRACES))
     ap.add_argument("--routers", nargs="+", default=list(ROUTERS), choices=list(ROUTERS))
-    ap.add_argument("--num-requests", type=int, default=400)
+    ap.add_argument("--no-baselines", action="store_true",
+                    help="routers only (no best-tuned chunked prefill / Dynamo xPyD)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-cost", action="store_true")
     ap.add_argument("--skip-capacity", action="store_true")
@@ -68,10 +69,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dispatch {row['router']}: decision {row['decision']}, after report "
                   f"{row['after_report']}, stream {row['stream']}")
     if not args.skip_capacity:
+        CACHE.open(args.out)
         by_name = {s.name: s for s in SETUPS}
         for name in args.setups:
-            payload = run_setup(by_name[name], args.traces, args.routers, args.num_requests,
-                                args.seed)
+            payload = run_setup(by_name[name], args.traces, args.routers, args.seed,
+                                not args.no_baselines)
             write_result(os.path.join(args.out, f"capacity-{name}.json"), payload, argv=argv)
     write_markdown(args.out)
     return 0

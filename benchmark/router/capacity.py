@@ -1,20 +1,29 @@
-"""Router capacity in the simulator: per router, the highest Poisson QPS at which >= 90% of
-requests meet both SLOs (their own P99 TBT <= tau and TTFT <= the TTFT SLO).
+"""Router capacity in the simulator, by the same steady-state rule as ``benchmark.capacity``.
 
-Every router sees the same sampled requests and arrival gaps (one seed), scaled to each QPS; the
-replicas run the duet policy. The search doubles the rate until a run fails the SLO share, then
-bisects to `rel_tol`.
+Per router: the highest Poisson QPS at which the run keeps up (served >= 0.97x offered over the
+steady-state window, TTFT not rising) and >= 90% of the window's requests meet both SLOs
+(``benchmark.capacity.search.passes``; the replicas run the duet policy). Every router sees the
+same sampled requests and arrival gaps (one seed), scaled to each QPS. Next to the routers, each
+setup gets the alternatives a user of that cluster could run instead, each at its best-tuned
+setting (``benchmark.capacity.sweep.sweep_policy``): SGLang mixed chunked prefill behind
+round-robin (its chunk size tuned) and Dynamo (its KV link and its xPyD split tuned).
+
+Requests per run scale with the replicas (``PER_REPLICA``), so every run lasts about as long as
+a 2-GPU one; the duet router's capacity is also checked at twice the run length.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from sglang_duet.sim import SimConfig, build_arrivals, simulate, summarize
+from benchmark.capacity.search import Cluster, Setting, find_capacity
+from benchmark.capacity.sweep import LENGTH_TOL, START_QPS, SweepConfig, sweep_policy
 
-__all__ = ["SETUPS", "Setup", "capacity", "good_share"]
+__all__ = ["BASELINES", "PER_REPLICA", "SETUPS", "Setup", "router_capacity"]
 
-GOOD_SHARE = 0.9
+PER_REPLICA = {"azure-code": 2000, "azure-conv": 2000, "mooncake": 1000}
+BASELINES = ("sglang-chunked", "dynamo")
+TOL = 0.05
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,10 @@ class Setup:
     tp: int
     hardware: str = "h100-sxm"
 
+    @property
+    def replicas(self) -> int:
+        return self.gpus // self.tp
+
 
 SETUPS = (
     Setup("qwen3-8b-8xh100-tp1", "qwen3-8b", 8, 1),
@@ -36,44 +49,38 @@ SETUPS = (
 )
 
 
-def good_share(cfg: SimConfig, trace, n: int) -> tuple[float, dict]:
-    """Share of all `n` sampled requests (rejected ones count as failing) meeting both SLOs."""
-    res = simulate(cfg, build_arrivals(trace, cfg.qps, n, cfg.seed))
-    m = summarize(res, cfg.tbt_slo_ms / 1e3, cfg.ttft_slo_ms / 1e3)
-    good = round((m["goodput_rps"] or 0.0) * (m["duration_s"] or 0.0))
-    return good / n, m
+def _cluster(setup: Setup, trace: str, seed: int, **base) -> Cluster:
+    return Cluster(trace, setup.model, setup.tp, setup.gpus, setup.hardware, seed, base=base)
 
 
-def capacity(base: SimConfig, trace, n: int, start_qps: float, rel_tol: float = 0.03
-             ) -> tuple[float, list[dict]]:
-    """(highest passing QPS, every probe run). 0.0 when even `start_qps / 64` fails."""
-    if not start_qps > 0:
-        raise ValueError(f"start_qps must be > 0, got {start_qps}")
-    probes: list[dict] = []
+def start_qps(setup: Setup, trace: str) -> float:
+    """A first probe near the capacity: the 2-GPU TP1 start, per replica, times the replicas."""
+    return START_QPS.get(trace, 4.0) / 2 * setup.replicas
 
-    def ok(qps: float) -> bool:
-        share, m = good_share(replace(base, qps=qps), trace, n)
-        probes.append({"qps": round(qps, 4), "good_share": round(share, 4),
-                       "ttft_p99_ms": m["ttft_p99_ms"], "tbt_p99_ms": m["tbt_p99_ms"]})
-        return share >= GOOD_SHARE
 
-    lo, hi = 0.0, start_qps
-    while ok(hi):
-        lo, hi = hi, hi * 2
-    if lo == 0.0:
-        hi_fail = hi
-        while hi_fail > start_qps / 64:
-            hi_fail /= 2
-            if ok(hi_fail):
-                lo = hi_fail
-                break
-            hi = hi_fail
-        if lo == 0.0:
-            return 0.0, probes
-    while hi - lo > rel_tol * lo:
-        mid = (lo + hi) / 2
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo, probes
+def router_capacity(setup: Setup, trace: str, router: str, seed: int = 0,
+                    length_check: bool = False) -> dict:
+    """The duet policy behind ``router``: its capacity and every run's window statistics."""
+    n = PER_REPLICA.get(trace, 1000) * setup.replicas
+    cl = _cluster(setup, trace, seed, router=router)
+    cap, pts = find_capacity(cl, Setting("duet"), n, start_qps(setup, trace), TOL)
+    out = {"capacity_qps": cap, "requests": n,
+           "probes": [{"qps": p.qps, **{k: p.metrics["steady"][k] for k in
+                                        ("attainment", "keeps_up", "served_ratio")}}
+                      for p in sorted(pts, key=lambda p: p.qps)]}
+    if length_check and cap > 0:
+        cap2, _ = find_capacity(cl, Setting("duet"), 2 * n, cap, TOL)
+        out["run_length"] = {"requests": 2 * n, "capacity_qps": cap2,
+                             "ratio": round(cap2 / cap, 4),
+                             "ok": abs(cap2 / cap - 1.0) <= LENGTH_TOL + TOL}
+    return out
+
+
+def baseline_capacity(setup: Setup, trace: str, policy: str, seed: int = 0) -> dict:
+    """``policy`` on the whole cluster at its best-tuned setting (round-robin across replicas)."""
+    n = PER_REPLICA.get(trace, 1000) * setup.replicas
+    cfg = SweepConfig(_cluster(setup, trace, seed), (policy,), n, start_qps(setup, trace),
+                      length_check=False, jobs=1)
+    r = sweep_policy(cfg, policy)
+    return {"capacity_qps": r["best"]["capacity_qps"], "setting": r["best"]["label"],
+            "default_qps": r["default"]["capacity_qps"], "requests": n, "trials": r["trials"]}

@@ -21,7 +21,16 @@ def _capacity_rows(data: dict) -> list[str]:
         best = max(sg) if sg else None
         ratio = f"{caps['duet'] / best:.3f}" if best and "duet" in caps else "-"
         cells = " | ".join(f"{caps[r]:.3f}" if r in caps else "-" for r in _ORDER)
-        rows.append(f"| {data['setup']['name']} | {trace} | {cells} | {ratio} |")
+        base = (data.get("baselines") or {}).get(trace, {})
+        alt = {p: v["capacity_qps"] for p, v in base.items()}
+        alt_cells = " | ".join(
+            f"{base[p]['capacity_qps']:.3f} ({base[p]['setting']})" if p in base else "-"
+            for p in ("sglang-chunked", "dynamo"))
+        best_alt = max(alt.values()) if alt else None
+        duet = max(caps.values()) if caps else None
+        vs = f"{duet / best_alt:.3f}" if best_alt and duet else "-"
+        rows.append(f"| {data['setup']['name']} | {trace} | {cells} | {ratio} | {alt_cells} | "
+                    f"{vs} |")
     return rows
 
 
@@ -30,13 +39,18 @@ _ORDER = ("duet", "round-robin", "total-requests", "total-tokens", "least-tokens
 
 def write_markdown(out_dir: str) -> str:
     lines = ["# Router comparison (simulator)", "",
-             "Capacity: highest Poisson QPS at which >= 90% of the sampled requests meet both "
-             "their own P99 TBT <= 100 ms and TTFT <= 10 s; replicas run the duet policy. "
-             "`ratio` = duet / best of SGLang's methods (round-robin, total-requests, "
-             "total-tokens). Produced by `python -m benchmark.router`; the JSON files next to "
-             "this one hold every probe run and the stamp (commit, machine, command).", "",
-             "| setup | trace | " + " | ".join(_ORDER) + " | ratio |",
-             "|---|---|" + "---|" * (len(_ORDER) + 1)]
+             "Capacity at steady state: highest Poisson QPS at which the run keeps up (served "
+             ">= 0.97x offered over the steady-state window, TTFT not rising) and >= 90% of the "
+             "window's requests meet both their own P99 TBT <= 100 ms and TTFT <= 10 s "
+             "(`benchmark.capacity.search`); replicas run the duet policy. `ratio` = duet "
+             "router / best of SGLang's methods (round-robin, total-requests, total-tokens). "
+             "Alternatives, each best-tuned (setting named): SGLang mixed chunked prefill "
+             "behind round-robin, Dynamo xPyD; `vs best alternative` = the best duet router / "
+             "the better of them. Produced by `python -m benchmark.router`; the JSON files next "
+             "to this one hold every probe run and the stamp (commit, machine, command).", "",
+             "| setup | trace | " + " | ".join(_ORDER) + " | ratio | sglang-chunked | dynamo "
+             "| vs best alternative |",
+             "|---|---|" + "---|" * (len(_ORDER) + 4)]
     for path in sorted(glob.glob(os.path.join(out_dir, "capacity-*.json"))):
         with open(path) as f:
             data = json.load(f)

@@ -82,7 +82,10 @@ class DuetArgs(DuetFlags):
         },
     )
     max_lookahead: int = field(
-        default=8,  # enough steps to cover an 8K-token prefill at t_d ~ tau / 2 (issue #13)
+        # enough steps to cover a spatial prefill with a small decode batch (t_d ~ 10 ms against
+        # a 150 ms prefill): with 8 the uncovered tail carried into the next iteration forced a
+        # chain of shrunk spatial plans (issue #23; azure-code at QPS 36 kept up only with 16)
+        default=16,
         metadata={"help": "Most decode steps run back to back per spatial iteration (>= 1).",
                   "min": 1},
     )
@@ -94,6 +97,14 @@ class DuetArgs(DuetFlags):
             "to start-up. 0: spatial decode runs eagerly on the whole menu. GPU with "
             "green-ctx only.",
             "min": 0,
+        },
+    )
+    partition_min_sms: int = field(
+        default=16,
+        metadata={
+            "help": "Fewest SMs either side of a split may have (the backend's own minimum "
+            "rounds it up: 8 for Hopper green contexts, one TPC for libsmctrl).",
+            "min": 1,
         },
     )
     hardware: str = field(

@@ -106,7 +106,7 @@ def test_gap_scheme_covers_the_prefill_with_lookahead_steps():
 def test_gap_scheme_carries_the_tail_into_the_next_plan():
     """After a spatial plan whose prefill outlasts its k steps, the next plan's first step must
     fit in what is left of tau: a mixed batch that alone meets tau no longer does."""
-    pol = DuetPolicy.build("adaptive", 0.1)
+    pol = DuetPolicy.build("adaptive", 0.1, max_lookahead=2)  # too few steps to cover it
     spatial = pol.plan(running(64, 4096), [ReqState("long", 8192, 0, 0)])
     tail = spatial.predicted_prefill_s - spatial.lookahead * spatial.predicted_decode_s
     assert tail > 0.0
@@ -122,17 +122,24 @@ def test_gap_scheme_carries_the_tail_into_the_next_plan():
     pol.observe(spatial, spatial.predicted_total_s)
     assert pol._carry_s == pytest.approx(tail)
     after = pol.plan(*small)
-    assert after.mode != "aggregated"
-    pol.observe(after, after.predicted_total_s)  # no tail left: aggregated again
-    assert pol.plan(*small).mode == "aggregated" or after.mode == "spatial"
+    whole = small[1][0].prompt_len
+    if after.mode == "aggregated":  # the mixed batch sized down to what the tail leaves
+        assert after.predicted_total_s <= 0.1 - tail + 1e-9
+        assert sum(c.length for c in after.prefill) < whole
+    pol.observe(after, after.predicted_total_s)  # no tail left: the whole batch again
+    again = pol.plan(*small)
+    assert again.mode == "aggregated" and sum(c.length for c in again.prefill) == whole
 
 
 def test_backlog_plans_faster_decode_steps_within_the_same_gap_bound():
     """With prompt work queued beyond this iteration, the gap scheme sizes the decode step for
     half of tau when a split allows it (decodes finish and free KV sooner)."""
     decodes, waiting = running(64, 4096), [ReqState("long", 8192, 0, 0)]
-    calm = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting)
-    busy = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting, backlog=True)
+    pols = [DuetPolicy.build("adaptive", 0.1) for _ in range(2)]
+    for pol in pols:
+        pol.sized = False  # the split under backlog is under test
+    calm = pols[0].plan(decodes, waiting)
+    busy = pols[1].plan(decodes, waiting, backlog=True)
     assert calm.mode == busy.mode == "spatial"
     assert calm.predicted_decode_s > 0.05 >= busy.predicted_decode_s
     assert busy.sms_decode > calm.sms_decode

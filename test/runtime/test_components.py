@@ -45,8 +45,9 @@ def gpu_menu(monkeypatch, request):
     backend = Backend()
     backend.name = request.param
 
-    def build(name, device, select=None):
-        return PartitionMenu.build(backend, device, 16, 16, select=select), "fake green contexts"
+    def build(name, device, min_decode=16, min_prefill=16, select=None):
+        menu = PartitionMenu.build(backend, device, min_decode, min_prefill, select=select)
+        return menu, "fake green contexts"
 
     monkeypatch.setattr(partition, "build_partition_menu", build)
     return backend
@@ -77,13 +78,14 @@ def test_no_graphs_keeps_the_whole_menu(gpu_menu, args, cuda_graphs):
 
 
 @pytest.mark.parametrize("gpu_menu", ["green-ctx", "libsmctrl"], indirect=True)
-@pytest.mark.parametrize("n", [0, 4, 6, 30])
-def test_the_simulator_plans_exactly_the_runtimes_menu(gpu_menu, n):
+@pytest.mark.parametrize(("n", "least"), [(0, 16), (4, 16), (6, 16), (30, 16), (6, 8)])
+def test_the_simulator_plans_exactly_the_runtimes_menu(gpu_menu, n, least):
     """One rule: the menu the runtime builds equals `plan_menu`, what the simulator's duet
     plans with, sizes, graphs and the spatial decode step's host kind alike."""
-    args = DuetArgs(decode_graph_sizes=n, partition_backend=gpu_menu.name, hardware="h100-sxm")
+    args = DuetArgs(decode_graph_sizes=n, partition_backend=gpu_menu.name, hardware="h100-sxm",
+                    partition_min_sms=least)
     menus = build_menu(args, CPU_PROFILE, "cuda", 0, cuda_graphs=True)
-    plan = plan_menu(gpu_menu.name, "h100-sxm", n)
+    plan = plan_menu(gpu_menu.name, "h100-sxm", n, min_decode=least, min_prefill=least)
     assert menus.sm_menu == plan.sm_menu
     assert menus.graph_sizes == plan.graph_sizes
     assert gpu_menu.made == list(plan.decode_sizes)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sim_helpers import make_workload, run
+from sim_helpers import latency, make_workload, run
 
 from sglang_duet.partition.plan import graph_memory_bytes, plan_menu
+from sglang_duet.policy import BatchPlan, PrefillChunk
 from sglang_duet.sim import SimConfig, Simulation
-from sglang_duet.sim.executor import sliced_prefill_s
+from sglang_duet.sim.executor import Executor, sliced_prefill_s
 from sglang_duet.sim.policies.pdmux import PdmuxPolicy
 
 
@@ -32,19 +33,25 @@ def test_duet_plans_with_the_runtimes_menu_and_pays_its_graph_memory(backend, n)
         chunked.kv_bytes_per_token)
 
 
+def test_smaller_partitions_reach_the_menu():
+    sim = _sim("duet", partition_min_sms=8, decode_graph_sizes=0)
+    assert sim.menu.decode_sizes == tuple(range(8, 125, 8))
+
+
 def test_aggregated_duet_builds_no_partitions():
     assert _sim("duet", duet_mode="aggregated").sizing == _sim("sglang-chunked").sizing
 
 
-def test_eager_spatial_decode_steps_are_slower_than_graph_replays():
-    rng = np.random.default_rng(1)
-    w = make_workload(np.cumsum(rng.exponential(1 / 20, 60)), rng.integers(2000, 9000, 60),
-                      rng.integers(20, 200, 60))
-    # without interference: it moves the chosen S_d (eager steps push duet to larger decode
-    # partitions, where the neighbour slows them less), which evens out the median TBT
-    _, graphs = run(w, "duet", duet_mode="spatial", decode_graph_sizes=13, interference="none")
-    _, eager = run(w, "duet", duet_mode="spatial", decode_graph_sizes=0, interference="none")
-    assert eager["tbt_p50_ms"] > graphs["tbt_p50_ms"]
+def test_eager_spatial_decode_steps_pay_their_launches():
+    lat = latency()
+    plan = BatchPlan.spatial(("a", "b"), (PrefillChunk("p", 0, 4000),), 32, 100, 4, 0.01, 0.05)
+    args = ([3000, 3000], [4000], [0], [True])
+    graphs = Executor(lat, decode_host="lookahead").time_plan(plan, *args)
+    eager = Executor(lat, decode_host="lookahead_eager").time_plan(plan, *args)
+    extra = lat.host_seconds(True, "lookahead_eager") - lat.host_seconds(True, "lookahead")
+    assert extra > 0.003  # 36 layers of launches against one graph replay
+    assert eager.decode_s == pytest.approx(graphs.decode_s + extra)
+    assert eager.prefill_s == graphs.prefill_s
 
 
 @pytest.mark.parametrize(("divisor", "bs", "split"), [(36, 12, (104, 28)), (72, 12, (112, 20)),

@@ -76,8 +76,8 @@ class TestSampling:
         assert np.array_equal(a.input_len, b.input_len)
         assert np.array_equal(a.arrival_s, b.arrival_s)
         assert not np.array_equal(a.input_len, c.input_len)
-        # the documented rule: default_rng(seed).choice without replacement, kept in trace order
-        idx = np.sort(np.random.default_rng(0).choice(len(t), 1000, replace=False))
+        # the documented rule: default_rng(seed).choice without replacement, in draw order
+        idx = np.random.default_rng(0).choice(len(t), 1000, replace=False)
         assert np.array_equal(a.input_len, t.input_len[idx])
         assert a.input_len.mean() == pytest.approx(10344, abs=1)  # traces README's table
         assert a.arrival_s[0] == 0.0
@@ -86,3 +86,9 @@ class TestSampling:
     def test_too_many(self):
         with pytest.raises(ValueError):
             build_arrivals(load_trace("azure-code"), None, 10**6)
+
+    def test_more_than_the_trace_at_a_qps_draws_with_replacement(self):
+        t = load_trace("azure-code")
+        w = build_arrivals(t, 50.0, 2 * len(t), seed=0)
+        assert len(w) == 2 * len(t) and "with replacement" in w.description
+        assert set(w.input_len.tolist()) <= set(t.input_len.tolist())

@@ -7,18 +7,20 @@ deliver; that cap rarely binds, yet published co-runs slow down well below it. T
 that slowdown. Each side is first predicted alone on its partition (t_d, t_p seconds), the cap
 gives cap(t_d), cap(t_p) (`combine`), and then
 
-    decode:   t_d' = cap(t_d) + min(A * x_p, M) * min(t_d, t_p),  x_p = F_p / (t_p - i_p) / F_cap
-    prefill:  t_p' = cap(t_p) + B * u_d * t_p,                    u_d = B_d / t_d / BW_cap
+    decode:   t_d' = cap(t_d) + min(A * x_p, M) * min(g_d, t_p),  x_p = F_p / (t_p - i_p) / F_cap
+    prefill:  t_p' = cap(t_p) + B * u_d * t_p,                    u_d = B_d / g_d / BW_cap
 
-F_p is the prefill's FLOPs, i_p its all-reduce and host seconds (`Breakdown.comm_s + host_s`), B_d
-the decode's HBM bytes; F_cap = peak FLOP/s times the best compute efficiency of any operator
-class, BW_cap = the bandwidth cap of `contention.py` (B/s). So x_p is the share of the device's
-achievable tensor throughput the prefill keeps busy while it computes (its compute intensity times
-its SM share; counted without its TP all-reduces, so that it means the same at TP 1 and TP 8) and
-u_d the share of achievable HBM bandwidth the decode draws, both in [0, ~1]. A decode step is
-slowed while it overlaps the prefill (all of it, unless the prefill is the shorter); the prefill is
-slowed all along, since the decode's steps run back to back for as long as it runs (duet's
-look-ahead, pdmux's free-running loop). A = `clock` + `decode_memory`:
+g_d = t_d - h_d is the decode step's GPU time (less its host seconds h_d, `Breakdown.host_s`:
+launches and syncs are not slowed by the neighbour), F_p the prefill's FLOPs, i_p its all-reduce
+and host seconds (`comm_s + host_s`), B_d the decode's HBM bytes; F_cap = peak FLOP/s times the
+best compute efficiency of any operator class, BW_cap = the bandwidth cap of `contention.py`
+(B/s). So x_p is the share of the device's achievable tensor throughput the prefill keeps busy
+while it computes (its compute intensity times its SM share; counted without its TP all-reduces,
+so that it means the same at TP 1 and TP 8) and u_d the share of achievable HBM bandwidth the
+decode draws while it runs, both in [0, ~1]. A decode step is slowed while it overlaps the
+prefill (all of it, unless the prefill is the shorter); the prefill is slowed all along, since the
+decode's steps run back to back for as long as it runs (duet's look-ahead, pdmux's free-running
+loop). A = `clock` + `decode_memory`:
 
 * `clock`: a memory-bound decode on few SMs is limited by how fast its SMs issue loads, so it runs
   at the clock of its power-limited GEMM neighbour. A 8192^3 bf16 GEMM on an A100 at its 400 W
@@ -82,15 +84,15 @@ class Interference:
         return self.clock + self.decode_memory
 
 
-CLOCK = 295.0 / 257.0 - 1.0  # He (2024): A100 GEMM time lost to the power limit
+CLOCK = 295.0 / 257.0 - 1.0  # He: A100 GEMM time lost to the power limit
 
-# decode_memory and prefill_bandwidth: `python -m benchmark.latency_model.interference --fit`
-# (test/benchmark/latency_model/test_interference_fit.py holds them to the fit).
-_HOPPER = Interference(CLOCK, 0.2823, 0.30, 0.0964)
+# decode_memory and prefill_bandwidth: the fit `python -m benchmark.latency_model.interference`
+# prints (test/benchmark/latency_model/test_interference_fit.py holds them to it).
+_HOPPER = Interference(CLOCK, 0.2838, 0.30, 0.0964)
 PUBLISHED: dict[str, Interference] = {
     "h100-sxm": _HOPPER,
     "h200": _HOPPER,
-    "a100-80g": Interference(CLOCK, 0.1050, 0.20, 0.0964),
+    "a100-80g": Interference(CLOCK, 0.1055, 0.20, 0.0964),
 }
 
 INTERFERENCE_NAMES = ("published", "none")
@@ -109,12 +111,13 @@ def resolve_interference(spec: str | Interference | None, hardware: HardwareSpec
     raise ValueError(f"unknown interference {spec!r}; accepted: {', '.join(INTERFERENCE_NAMES)}")
 
 
-def slowdown(k_d: float, m: float, k_p: float, t_d, t_p, i_p: float):
+def slowdown(k_d: float, m: float, k_p: float, t_d, t_p, h_d: float, i_p: float):
     """(t_d' - cap(t_d), t_p' - cap(t_p)) of the module docstring, seconds, from the alone times
-    (floats or arrays, all > 0) and the prefill's all-reduce + host seconds ``i_p``.
-    ``k_d = A * F_p / F_cap`` and ``k_p = B * B_d / BW_cap`` are seconds, ``m`` is M:
-    ``A * x_p = k_d / (t_p - i_p)`` and ``B * u_d * t_p = k_p * t_p / t_d``. Floats and arrays
-    go through the same operations (``min`` selects, it does not round), so the two agree bit
-    for bit."""
+    (floats or arrays, all > 0), the decode's host seconds ``h_d`` and the prefill's all-reduce +
+    host seconds ``i_p``. ``k_d = A * F_p / F_cap`` and ``k_p = B * B_d / BW_cap`` are seconds,
+    ``m`` is M: ``A * x_p = k_d / (t_p - i_p)`` and ``B * u_d * t_p = k_p * t_p / g_d``. Floats
+    and arrays go through the same operations (``min`` selects, it does not round), so the two
+    agree bit for bit."""
     low = np.minimum if isinstance(t_d, np.ndarray) else min
-    return low(k_d / (t_p - i_p), m) * low(t_d, t_p), k_p * (t_p / t_d)
+    g_d = t_d - h_d
+    return low(k_d / (t_p - i_p), m) * low(g_d, t_p), k_p * (t_p / g_d)

@@ -134,7 +134,8 @@ class LatencyModel:
         if self.interference is None or d.total_s <= 0.0 or p.total_s <= 0.0:
             return c_d, c_p
         e_d, e_p = slowdown(self._k_dec * p.flops, self.interference.decode_max,
-                            self._k_pre * d.bytes, d.total_s, p.total_s, p.comm_s + p.host_s)
+                            self._k_pre * d.bytes, d.total_s, p.total_s, d.host_s,
+                            p.comm_s + p.host_s)
         return stretched(c_d, c_d.total_s + e_d), stretched(c_p, c_p.total_s + e_p)
 
     def predict_concurrent_table(self, decode_batch: BatchLike, prefill_batch: BatchLike,
@@ -156,10 +157,10 @@ class LatencyModel:
         both = bool(pd.tokens and pp.tokens)
         c_d, c_p = combine_totals(self.bandwidth_cap, t_d, pd.nbytes, t_p, pp.nbytes,
                                   positive=both)
-        if self.interference is not None and both:  # i_p: Breakdown.comm_s + host_s
-            i_p = L * pp.comm + self._host_of(pp, "spatial")
+        if self.interference is not None and both:  # the Breakdowns' host_s, comm_s + host_s
+            h_d, i_p = self._host_of(pd, decode_host), L * pp.comm + self._host_of(pp, "spatial")
             e_d, e_p = slowdown(self._k_dec * pp.flops, self.interference.decode_max,
-                                self._k_pre * pd.nbytes, t_d, t_p, i_p)
+                                self._k_pre * pd.nbytes, t_d, t_p, h_d, i_p)
             c_d, c_p = c_d + e_d, c_p + e_p
         return ConcurrentTable(c_d, c_p, t_d, t_p)
 

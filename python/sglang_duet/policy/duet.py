@@ -38,6 +38,7 @@ from .gap_optimizer import BACKLOG_DECODE_SHARE, search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .paper_scheme import ms, paper_search
 from .plan import BatchPlan
+from .sized import LazySized, rate
 from .sm_menu import SmMenu
 from .state import PrefillChunk, ReqState
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 POLICY_MODES: tuple[str, ...] = ("adaptive", "aggregated", "spatial")
 SPATIAL_SCHEMES: tuple[str, ...] = ("gap", "paper")
+OBJECTIVES: dict[str, float] = {"prefill": 0.0, "tokens": 1.0}  # a decode token's weight
 _ISSUED_KEEP = 64  # plans whose correction factors are remembered for observe()
 
 
@@ -61,10 +63,18 @@ class DuetPolicy:
         correction: bool = True,
         scheme: str = "gap",
         decode_host: str = "lookahead",
+        sized: bool = True,
+        objective: str = "prefill",
     ) -> None:
         """``decode_host``: the latency model's host kind of one spatial decode step,
         ``"lookahead"`` (a captured decode graph replayed) or ``"lookahead_eager"`` (no graph
-        for the partition); `partition.plan.MenuPlan.decode_host` says which the menu has."""
+        for the partition); `partition.plan.MenuPlan.decode_host` says which the menu has.
+        ``sized``: the gap scheme also weighs the SLO-sized mixed batch (`sized.py`);
+        ``objective``: what the gap scheme's split search maximises, ``"prefill"`` tokens per
+        second (decode tokens come at the SLO's pace in every feasible plan) or the paper's
+        ``"tokens"`` per second (decode and prefill alike)."""
+        if objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {objective!r}")
         if mode not in POLICY_MODES:
             raise ValueError(f"mode must be one of {POLICY_MODES}, got {mode!r}")
         if scheme not in SPATIAL_SCHEMES:
@@ -85,6 +95,8 @@ class DuetPolicy:
         self.mode = mode
         self.scheme = scheme
         self.decode_host = decode_host
+        self.sized = sized
+        self.objective = objective
         self._carry_s = 0.0  # predicted wait the running decodes start the next iteration with
         self._backlog = False
         self.tbt_slo_s = float(tbt_slo_s)
@@ -96,6 +108,7 @@ class DuetPolicy:
         self.correction = Correction(enabled=correction)
         self.optimizer = PartitionOptimizer(menu, self.tbt_slo_s, self.max_lookahead)
         self._prefill_sizes = tuple(menu.total_sms - s for s in menu.decode_sizes)
+        self._whole = (menu.total_sms,)  # the same tuple every call (its floor is cached)
         # the CPU round trip a scheduled decode step pays and a look-ahead step does not (s)
         self._round_trip_s = (latency.host_seconds(True, "scheduled")
                               - latency.host_seconds(True, decode_host))
@@ -162,11 +175,18 @@ class DuetPolicy:
         # The prefill rows alone bound the mixed batch from below: skip building it when they
         # already miss tau (the usual case once spatial plans are needed).
         t_agg: float | None = None
-        if self.latency.predict(pre).total_s * f_agg <= tau:
+        t_pre = self.latency.predict(pre).total_s * f_agg
+        if t_pre <= tau:
             t_agg = self.latency.predict_union(dec, pre).total_s * f_agg
             if t_agg <= tau:
                 return self._agg_plan(rids, chunks, t_agg, f"mixed batch meets tau={ms(tau)}")
-        return search(rids, chunks, dec, completes, pre, t_agg, False, decodes)
+        if self.scheme != "gap":
+            return search(rids, chunks, dec, completes, pre, t_agg, False, decodes)
+        sized = None
+        if self.sized:  # the largest mixed batch that meets tau, to set against the splits
+            sized = LazySized(self.latency, self._whole, dec, chunks, completes, tau, f_agg,
+                              t_pre if t_agg is None else t_agg)
+        return self._gap_search(rids, chunks, dec, completes, pre, t_agg, False, decodes, sized)
 
     def _spatial_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
                         completes: tuple[bool, ...], pre: Batch, t_agg: float | None,
@@ -176,8 +196,10 @@ class DuetPolicy:
 
     def _gap_search(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...], dec: Batch,
                     completes: tuple[bool, ...], pre: Batch, t_agg: float | None, forced: bool,
-                    decodes: Sequence[ReqState]) -> BatchPlan:
-        """The ``gap`` scheme's spatial plan (``gap_optimizer``); fallbacks as the paper's."""
+                    decodes: Sequence[ReqState], lazy: LazySized | None = None) -> BatchPlan:
+        """The ``gap`` scheme's plan: the best spatial split (``gap_optimizer``) or the SLO-sized
+        mixed batch (``lazy``, sized only when it could prefill faster), whichever prefills
+        faster; fallbacks as the paper's."""
         corr, carry, big_k = self.correction, self._carry_s, self.max_lookahead
         f_d, f_p = corr.factor("spatial", "decode"), corr.factor("spatial", "prefill")
         tau = self.tbt_slo_s / max(corr.margin("spatial", "decode"),
@@ -195,11 +217,21 @@ class DuetPolicy:
                              completes, (f_d, f_p), tau, carry, big_k,
                              lambda: max(map(_remaining, decodes), default=1),
                              tau * BACKLOG_DECODE_SHARE if self._backlog else tau,
-                             self.decode_host, t_alone)
+                             self.decode_host, t_alone, OBJECTIVES[self.objective])
         if ch.feasible:
             why = f"gap <= tau={ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)
-            return self._spatial(rids, ch, f_d, f_p, why)
+            sp_rate = rate(sum(c.length for c in ch.prefill), ch.total_s)
+            sized = lazy.get(sp_rate) if lazy is not None else None
+            if sized is None or rate(sized.tokens, sized.time_s) < sp_rate:
+                return self._spatial(rids, ch, f_d, f_p, why)
+            return self._agg_plan(rids, sized.chunks, sized.time_s,
+                                  f"SLO-sized mixed batch ({sized.tokens} tokens) prefills "
+                                  f"faster than the best split ({why})")
         why = f"no split keeps the gap <= tau={ms(tau)}"
+        sized = lazy.get(0.0) if lazy is not None else None
+        if sized is not None:
+            return self._agg_plan(rids, sized.chunks, sized.time_s,
+                                  f"{why}; SLO-sized mixed batch ({sized.tokens} tokens)")
         spatial = self._spatial(rids, ch, f_d, f_p, why + "; smallest gap")
         if forced:
             return spatial

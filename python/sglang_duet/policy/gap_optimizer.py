@@ -75,13 +75,16 @@ def boundary_gap(t_d, t_p, k, t_alone: float = 0.0):
 def best_gap_split(
     t_d: np.ndarray, t_p: np.ndarray, n_d: int, n_p: int, tau: float, carry: float,
     k_max: int, k_done: int, step_tau: float | None = None, t_alone: float = 0.0,
+    decode_weight: float = 1.0,
 ) -> tuple[int, int, float] | None:
     """``(menu index, k, objective)`` of the best feasible entry (module docstring), or None.
 
     ``t_d`` / ``t_p``: decode step and prefill batch per menu entry (corrected, under
     contention); ``k_done``: steps after which every running decode has finished;
     ``step_tau``: a tighter bound on the decode step alone (default tau); ``t_alone``: a
-    scheduled decode step alone on the whole GPU (the shortest step that can follow)."""
+    scheduled decode step alone on the whole GPU (the shortest step that can follow);
+    ``decode_weight``: what a decode token is worth against a prefill token in the objective
+    (1: the paper's tokens per second; 0: prefill tokens per second)."""
     k_cap = float(min(k_max, k_done))
     k_lo = min_lookahead(t_d, t_p, tau, t_alone)
     if k_done <= k_max:
@@ -93,8 +96,9 @@ def best_gap_split(
         return None
     k1 = np.clip(np.floor(t_p / t_d), k_lo, k_cap)
     k2 = np.minimum(k1 + 1.0, k_cap)
-    o1 = (k1 * n_d + n_p) / np.maximum(k1 * t_d, t_p)
-    o2 = (k2 * n_d + n_p) / np.maximum(k2 * t_d, t_p)
+    w = decode_weight * n_d
+    o1 = (k1 * w + n_p) / np.maximum(k1 * t_d, t_p)
+    o2 = (k2 * w + n_p) / np.maximum(k2 * t_d, t_p)
     better = o2 > o1
     obj = np.where(ok, np.where(better, o2, o1), -1.0)
     i = int(np.argmax(obj))  # first maximum: fewest decode SMs
@@ -152,7 +156,7 @@ def search_gap(
     chunks: tuple[PrefillChunk, ...],
     completes: tuple[bool, ...], factors: tuple[float, float], tau: float, carry: float,
     k_max: int, k_done: Callable[[], int], step_tau: float | None = None,
-    decode_host: str = "lookahead", t_alone: float = 0.0,
+    decode_host: str = "lookahead", t_alone: float = 0.0, decode_weight: float = 1.0,
 ) -> tuple[SpatialChoice, float]:
     """The spatial choice for decode batch ``dec`` and prefill ``pre`` (its FIFO ``chunks``)
     and its predicted worst gap (seconds): the best feasible split; else, at the smallest decode
@@ -162,7 +166,8 @@ def search_gap(
     ``k_done()``: steps after which every decode has finished (asked only when K steps cannot
     cover the prefill); ``step_tau``: the decode step target when tighter than tau, tried first
     (without a split meeting it, tau alone); ``decode_host``: the decode step's host kind;
-    ``t_alone``: a scheduled decode step of ``dec`` alone on the whole GPU (corrected)."""
+    ``t_alone``: a scheduled decode step of ``dec`` alone on the whole GPU (corrected);
+    ``decode_weight``: as in `best_gap_split`."""
     f_d, f_p = factors
     sizes, total = menu.decode_sizes, menu.total_sms
     tab = lat.predict_concurrent_table(dec, pre, sizes, prefill_sizes, decode_host)
@@ -170,13 +175,16 @@ def search_gap(
     n_d, n_p = len(dec), sum(c.length for c in chunks)
     best = None
     if step_tau is not None and step_tau < tau:
-        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, step_tau, t_alone)
+        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, step_tau, t_alone,
+                              decode_weight)
     if best is None:
-        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, None, t_alone)
+        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, None, t_alone,
+                              decode_weight)
     if best is None:
         done = k_done()
         if done <= k_max:
-            best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, done, None, t_alone)
+            best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, done, None, t_alone,
+                                  decode_weight)
     if best is not None:
         i, k, obj = best
         ch = SpatialChoice(sizes[i], total - sizes[i], k, chunks, float(td[i]), float(tp[i]),

@@ -89,11 +89,15 @@ def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int,
         plans: list[MenuPlan] = []
 
         def keep(backend: str, total: int, gran: Granularity) -> tuple[int, ...]:
-            plans.append(menu_for(backend, total, gran, args.decode_graph_sizes, cuda_graphs))
+            m = args.partition_min_sms
+            plans.append(menu_for(backend, total, gran, args.decode_graph_sizes, cuda_graphs,
+                                  m, m))
             logger.info("duet: %s", plans[-1].why)
             return plans[-1].decode_sizes
 
-        menu, reason = build_partition_menu(args.partition_backend, gpu_id, select=keep)
+        menu, reason = build_partition_menu(args.partition_backend, gpu_id,
+                                            args.partition_min_sms, args.partition_min_sms,
+                                            select=keep)
         logger.info("duet: partition backend %s (%s)", menu.backend, reason)
         if menu.decode_sizes:
             graphs = menu.decode_sizes if plans and plans[-1].decode_graphs else ()

@@ -23,6 +23,7 @@ from .engine import Simulation
 from .metrics import summarize
 from .policies import policy_names
 from .router import ROUTERS
+from .steady import steady_state
 from .traces import TraceError, load_trace
 
 __all__ = ["main", "run_config"]
@@ -85,6 +86,10 @@ def run_config(cfg: SimConfig, workload: Workload | None = None, show_progress: 
         prog = _Progress(sim.spec.name, show_progress and len(workload) >= 2000)
         res = sim.run(prog)
         m = summarize(res, cfg.tbt_slo_ms / 1e3, cfg.ttft_slo_ms / 1e3)
+        try:
+            m["steady"] = steady_state(res, cfg.tbt_slo_ms / 1e3, cfg.ttft_slo_ms / 1e3)
+        except ValueError:  # too few requests for a steady-state window
+            m["steady"] = None
         m["setup"] = {
             "topology": sim.spec.topology,
             "replicas": len(sim.replicas),

@@ -32,12 +32,18 @@ class SimConfig:
     tbt_slo_ms: float = _f(100.0, "TBT SLO tau (ms): the duet policy's target and the metric's")
     ttft_slo_ms: float = _f(10000.0, "TTFT SLO (ms) for goodput")
     token_budget: int = _f(8192, "chunked-prefill token budget")
-    max_lookahead: int = _f(8, "duet: most look-ahead decode steps per spatial iteration (K)")
+    max_lookahead: int = _f(16, "duet: most look-ahead decode steps per spatial iteration (K; "
+                            "--duet-max-lookahead)")
     duet_mode: str = _f("adaptive", "duet policy mode: adaptive, aggregated or spatial")
+    duet_sized: bool = _f(True, "duet: weigh the SLO-sized mixed batch against the splits")
+    duet_objective: str = _f("prefill", "duet: the split search's objective, prefill or tokens "
+                             "(per second)")
     partition_backend: str = _f("green-ctx", "duet's SM partitions: the menu the runtime builds "
                                 "for this backend (green-ctx or libsmctrl; partition.plan)")
     decode_graph_sizes: int = _f(6, "duet: partition sizes with captured decode graphs "
                                  "(--duet-decode-graph-sizes; 0: eager spatial decode)")
+    partition_min_sms: int = _f(16, "duet: fewest SMs per side of a split "
+                                "(--duet-partition-min-sms)")
     cuda_graph_max_bs: int | None = _f(None, "largest decode batch with a CUDA graph (SGLang's "
                                        "cuda_graph_max_bs; default: SGLang's for the GPU)")
     pdmux_decode_bs_divisor: int = _f(36, "sglang-pdmux: PDMuxConfig.decode_bs_divisor")
@@ -84,6 +90,8 @@ class SimConfig:
             raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")
         if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
+        if self.partition_min_sms < 1:
+            raise ValueError("--partition-min-sms must be >= 1")
         if self.decode_graph_sizes < 0:
             raise ValueError("--decode-graph-sizes must be >= 0")
         if self.cuda_graph_max_bs is not None and self.cuda_graph_max_bs < 1:
@@ -93,6 +101,13 @@ class SimConfig:
             raise ValueError("--pdmux-* values must be >= 1")
         if self.disagg_prefill < 1 or self.disagg_decode < 1:
             raise ValueError("--disagg-prefill and --disagg-decode must be >= 1")
+        from .policies import POLICIES
+
+        workers = self.disagg_prefill + self.disagg_decode
+        spec = POLICIES.get(self.policy)
+        if spec is not None and spec.topology == "disagg" and self.gpus % workers:
+            raise ValueError(f"{self.policy} {self.disagg_prefill}P{self.disagg_decode}D needs "
+                             f"a multiple of {workers} GPUs, got {self.gpus}")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

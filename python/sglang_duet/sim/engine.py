@@ -75,13 +75,15 @@ class Simulation:
         hw = get_hardware(cfg.hardware)
         disagg = self.spec.topology == "disagg"
         workers = cfg.disagg_prefill + cfg.disagg_decode
-        if disagg and cfg.gpus % workers:
+        if disagg and cfg.gpus % workers:  # cfg.validate() checked it for cfg.policy
             raise ValueError(f"{self.spec.name} {cfg.disagg_prefill}P{cfg.disagg_decode}D needs "
                              f"a multiple of {workers} GPUs, got {cfg.gpus}")
         self.replica_tp = cfg.gpus // workers if disagg else cfg.tp
         model = get_model(cfg.model, tp=self.replica_tp)
         self.model = model
-        self.menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes)
+        self.menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes,
+                              min_decode=cfg.partition_min_sms,
+                              min_prefill=cfg.partition_min_sms)
         reserve = int(cfg.activation_reserve_gb * 1e9)
         if self.spec.partitions and cfg.duet_mode != "aggregated":  # duet's partition graphs
             reserve += graph_memory_bytes(len(self.menu.graph_sizes), cfg.graph_max_bs())

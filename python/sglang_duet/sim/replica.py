@@ -226,6 +226,9 @@ class Replica:
         else:
             dreqs = [by_rid[rid] for rid in plan.decode_rids]
         chunks = [(by_rid[ch.rid], ch.length) for ch in plan.prefill]
+        for r, _ in chunks:
+            if r.sched_s < 0.0:
+                r.sched_s = now
         timing = self.executor.time_plan(
             plan,
             [r.base + r.gen - 1 for r in dreqs],

@@ -23,7 +23,7 @@ class Request:
         "idx", "rid", "arrival_s", "prompt_len", "output_len",
         "base", "gen0", "computed", "gen", "pages", "replica",
         "first_token_s", "finish_s", "runs", "run_t0", "run_s0", "run_rep",
-        "preemptions", "admit_seq", "rejected",
+        "preemptions", "admit_seq", "rejected", "sched_s",
     )
 
     def __init__(self, idx: int, arrival_s: float, prompt_len: int, output_len: int) -> None:
@@ -48,6 +48,7 @@ class Request:
         self.preemptions = 0
         self.admit_seq = 0
         self.rejected = False
+        self.sched_s = -1.0  # when its first prefill chunk first ran (scheduling delay's end)
 
     # --- token accounting -----------------------------------------------------------------------
     @property

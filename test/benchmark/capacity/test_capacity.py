@@ -1,64 +1,111 @@
-"""The capacity benchmark: the bisection rule on hand-made points, and a tiny end-to-end run."""
+"""The capacity benchmark: the search on a known pass rule, the knob search, a tiny full run."""
 
 from __future__ import annotations
 
 import json
 
+import pytest
+
+import benchmark.capacity.search as search
+import benchmark.capacity.sweep as sweep
 from benchmark.capacity.__main__ import main
-from benchmark.capacity.sweep import Point, capacity_of
+from benchmark.capacity.search import Cluster, Point, Setting, find_capacity
+from benchmark.capacity.tuning import knobs_for, xpyd
 
 
-def _pts(pairs):
-    return [Point("p", q, {"slo_both_attainment": a}) for q, a in pairs]
+def _fake_evaluate(limit):
+    """An evaluate whose runs pass below ``limit(setting)`` QPS; counts its calls."""
+    calls = []
+
+    def evaluate(cl, s, qps, requests):
+        calls.append((s, round(qps, 4), requests))
+        ok = qps <= limit(s, requests)
+        steady = {"keeps_up": ok, "attainment": 1.0 if ok else 0.5, "served_ratio": 1.0,
+                  "ttft_rise_s": 0.0, "sarathi_ok": qps <= 2 * limit(s, requests),
+                  "served_rps": min(qps, limit(s, requests))}
+        return Point(round(qps, 4), requests, {"steady": steady})
+
+    return evaluate, calls
 
 
-class TestCapacityOf:
-    def test_between_last_pass_and_first_fail(self):
-        pts = _pts([(4, 1.0), (8, 0.95), (16, 0.5), (32, 0.0)])
-        assert capacity_of(pts, [4, 8, 16, 32], 0.9) == (8, 16, False)
+class TestFindCapacity:
+    @pytest.mark.parametrize("start", [1.0, 10.0, 37.0, 300.0])
+    def test_brackets_then_bisects_to_the_tolerance(self, monkeypatch, start):
+        ev, calls = _fake_evaluate(lambda s, n: 37.0)
+        monkeypatch.setattr(search, "evaluate", ev)
+        cap, pts = find_capacity(Cluster("azure-code"), Setting("duet"), 100, start, 0.025)
+        assert 37.0 / 1.025 <= cap <= 37.0 and len(pts) == len(calls) <= 16
 
-    def test_bisection_points_refine(self):
-        pts = _pts([(4, 1.0), (8, 0.95), (16, 0.5), (12, 0.92), (14, 0.85)])
-        assert capacity_of(pts, [4, 8, 16], 0.9) == (12, 14, False)
-
-    def test_a_pass_above_a_failure_does_not_count(self):
-        pts = _pts([(4, 0.95), (8, 0.8), (16, 0.95)])
-        assert capacity_of(pts, [4, 8, 16], 0.9) == (4, 8, False)
-
-    def test_all_pass_is_above_grid_and_first_fail_is_zero(self):
-        assert capacity_of(_pts([(4, 1.0), (8, 0.99)]), [4, 8], 0.9) == (8, None, True)
-        assert capacity_of(_pts([(4, 0.1), (8, 0.0)]), [4, 8], 0.9) == (0.0, 4, False)
+    def test_nothing_passes(self, monkeypatch):
+        ev, _ = _fake_evaluate(lambda s, n: 0.0)
+        monkeypatch.setattr(search, "evaluate", ev)
+        assert find_capacity(Cluster("azure-code"), Setting("duet"), 100, 8.0)[0] == 0.0
 
 
-def test_tiny_sweep_writes_json_plot_and_table(tmp_path):
-    rc = main(["--trace", "azure-code", "--policies", "duet,sglang-chunked", "--requests", "60",
-               "--qps", "4,64", "--bisect-steps", "2", "--jobs", "1", "--quiet",
-               "--out", str(tmp_path)])
-    assert rc == 0
+def test_setting_knobs_and_labels():
+    s = Setting("sglang-pdmux").with_knob("pdmux_decode_bs_divisor", 72)
+    s = s.with_knob("kv_xfer_gbps", 49.0).with_knob("pdmux_decode_bs_divisor", 9)
+    assert s.knobs == (("kv_xfer_gbps", 49.0), ("pdmux_decode_bs_divisor", 9))
+    assert s.label() == "kv_xfer_gbps=49, pdmux_decode_bs_divisor=9"
+    assert Setting("duet").label() == "defaults"
+
+
+def test_xpyd_splits_follow_the_gpus_and_the_models_tp():
+    assert xpyd(2, "qwen3-8b") is None
+    four = [(v["disagg_prefill"], v["disagg_decode"]) for v in xpyd(4, "qwen3-8b").values]
+    assert four == [(1, 1), (1, 3), (2, 2), (3, 1)]
+    assert [k.name for k in knobs_for("dynamo", 8, "qwen3-14b")] == ["kv_xfer_gbps", "xPyD"]
+    assert all(len(k.values) == 2 for k in knobs_for("sglang-pdmux", 2, "qwen3-8b", quick=True))
+
+
+def test_coordinate_descent_keeps_only_improvements(monkeypatch):
+    best = {1024: 30.0, 256: 20.0, 8192: 10.0}
+
+    def limit(s, n):
+        return best.get(dict(s.knobs).get("token_budget", 8192), 25.0)
+
+    ev, _ = _fake_evaluate(limit)
+    monkeypatch.setattr(search, "evaluate", ev)
+    monkeypatch.setattr(sweep, "evaluate", ev)
+    cfg = sweep.SweepConfig(Cluster("azure-code"), ("sglang-chunked",), 100, 8.0)
+    r = sweep.sweep_policy(cfg, "sglang-chunked")
+    assert r["best"]["setting"] == {"token_budget": 1024}
+    assert 30 / 1.025 <= r["best"]["capacity_qps"] <= 30.0
+    assert 10 / 1.025 <= r["default"]["capacity_qps"] <= 10.0
+    assert len(r["trials"]) == 9 and r["best"]["run_length"]["ok"]
+    assert r["best"]["sarathi_qps"] >= r["best"]["capacity_qps"]
+    assert r["best"]["saturation_rps"] == 30.0
+
+
+def test_tiny_sweep_writes_json_plot_and_table_and_reuses_its_cache(tmp_path, monkeypatch):
+    argv = ["--trace", "azure-code", "--policies", "duet,sglang-chunked", "--requests", "120",
+            "--start-qps", "8", "--quick", "--jobs", "1", "--quiet", "--out", str(tmp_path)]
+    assert main(argv) == 0
     body = json.loads((tmp_path / "azure-code-qwen3-8b-tp1.json").read_text())
     assert body["stamp"]["command"].startswith("benchmark.capacity --trace azure-code")
     assert "--out" not in body["stamp"]["command"] and str(tmp_path) not in json.dumps(body)
-    assert body["config"]["requests"] == 60 and set(body["policies"]) == {"duet",
+    assert body["config"]["requests"] == 120 and set(body["policies"]) == {"duet",
                                                                           "sglang-chunked"}
     for r in body["policies"].values():
-        qs = [p["qps"] for p in r["points"]]
-        assert qs == sorted(qs) and {4.0, 64.0} <= set(qs)
-        assert len(qs) == 2 + (0 if r["above_grid"] else 2)
+        assert r["best"]["capacity_qps"] >= r["default"]["capacity_qps"] > 0
+        assert r["best"]["run_length"]["requests"] == 240
+        pts = r["best"]["points"]
+        assert pts == sorted(pts, key=lambda p: (p["requests"], p["qps"]))
+    assert body["ratios"]["best_alternative"] == "sglang-chunked"
     assert (tmp_path / "azure-code-qwen3-8b-tp1.png").stat().st_size > 1000
     md = (tmp_path / "README.md").read_text()
-    assert "| duet |" in md and "capacity (req/s)" in md
+    assert "| duet |" in md and "best-tuned" in md
+    runs = []
+    monkeypatch.setattr(search.Simulation, "run", lambda self: runs.append(1))
+    assert main(argv) == 0 and runs == []  # every point came from the cache
+    again = json.loads((tmp_path / "azure-code-qwen3-8b-tp1.json").read_text())["policies"]
+    for r in (*again.values(), *body["policies"].values()):
+        r.pop("wall_s")
+    assert again == body["policies"]
 
 
-def test_bad_policy_exits_2(tmp_path, capsys):
+def test_bad_arguments_exit_2(tmp_path, capsys):
     assert main(["--policies", "nope", "--out", str(tmp_path)]) == 2
     assert "unknown policy 'nope'" in capsys.readouterr().err
-
-
-def test_set_overrides_the_simulator_and_names_the_files(tmp_path):
-    rc = main(["--trace", "azure-code", "--policies", "dynamo", "--requests", "40",
-               "--qps", "4", "--bisect-steps", "0", "--jobs", "1", "--quiet",
-               "--set", "kv_xfer_gbps=450", "--out", str(tmp_path)])
-    assert rc == 0
-    body = json.loads((tmp_path / "azure-code-qwen3-8b-tp1-kv_xfer_gbps450.json").read_text())
-    assert body["config"]["sim_overrides"] == {"kv_xfer_gbps": 450.0}
     assert main(["--set", "nope=1", "--out", str(tmp_path)]) == 2
+    assert main(["--gpus", "3", "--policies", "dynamo", "--out", str(tmp_path)]) == 2

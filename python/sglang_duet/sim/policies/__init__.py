@@ -78,7 +78,8 @@ def _duet_with(scheme: str) -> Callable[[PlanContext], Planner]:
         cfg = ctx.cfg
         return DuetPolicy(cfg.duet_mode, ctx.tbt_slo_s, ctx.token_budget, cfg.max_lookahead,
                           ctx.latency, ctx.menu.sm_menu, correction=True, scheme=scheme,
-                          decode_host=ctx.menu.decode_host)
+                          decode_host=ctx.menu.decode_host, sized=cfg.duet_sized,
+                          objective=cfg.duet_objective)
     return make
 
 

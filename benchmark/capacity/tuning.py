@@ -1,0 +1,90 @@
+"""The knobs each system's users turn for a 100 ms TBT SLO, and the search for the best setting.
+
+Per policy, the knob (SimConfig fields), what a user sets, the default, the values tried:
+
+* sglang-chunked, sglang-default: ``token_budget`` = ``--chunked-prefill-size``; default 8192
+  (SGLang on an 80-141 GB GPU, ``ServerArgs._handle_gpu_memory_settings``); 256 ... 8192.
+* vllm-chunked: ``token_budget`` = ``--max-num-batched-tokens``; 8192 (the paper's vLLM runs);
+  256 ... 8192.
+* sglang-pdmux: ``pdmux_decode_bs_divisor`` and ``pdmux_split_forward_budget`` (the
+  ``--pdmux-config-path`` YAML's ``decode_bs_divisor``, ``split_forward_token_budget``) and
+  ``pdmux_max_prefill_tokens`` (``--max-prefill-tokens``); 36, 65536, 16384 (``PDMuxConfig``,
+  ``ServerArgs``); 9 ... 288, 16K ... 256K, 4K ... 32K tokens.
+* dynamo: ``kv_xfer_gbps``, the KV connector's throughput (``NixlConnector`` measured at
+  4.3 GB/s, ``NixlPushConnector`` at 49 GB/s; ``sim.disagg``); and on 4 or more GPUs the xPyD
+  split (``disagg_prefill`` / ``disagg_decode``); 4.3 GB/s, 1P1D.
+* duet: ``token_budget`` = ``--chunked-prefill-size`` (2048 ... 16384) and ``max_lookahead``
+  = ``--duet-max-lookahead`` (8 ... 32); 8192, 16. duet-paper (the paper's scheme, kept for
+  reference): ``token_budget`` only.
+
+The search is coordinate descent from the defaults: knob by knob, every value with the other
+knobs at their best so far; a value replaces the current one only if its capacity is higher
+(``find_capacity`` at the coarse tolerance). Every knob's values and capacities are kept in the
+results, so the best setting is named and the sweep shows how much each knob moves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_duet.latency import get_model
+
+__all__ = ["KNOBS", "Knob", "knobs_for"]
+
+CHUNKS = (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One knob: a name for the tables and its values, each a dict of SimConfig fields."""
+
+    name: str
+    values: tuple[dict[str, Any], ...]
+
+
+def _one(field: str, values: Iterable[Any]) -> Knob:
+    return Knob(field, tuple({field: v} for v in values))
+
+
+KNOBS: dict[str, tuple[Knob, ...]] = {
+    "sglang-chunked": (_one("token_budget", CHUNKS),),
+    "vllm-chunked": (_one("token_budget", CHUNKS),),
+    "sglang-default": (_one("token_budget", CHUNKS),),
+    "sglang-pdmux": (
+        _one("pdmux_decode_bs_divisor", (9, 18, 36, 72, 144, 288)),
+        _one("pdmux_split_forward_budget", (16384, 65536, 262144)),
+        _one("pdmux_max_prefill_tokens", (4096, 8192, 16384, 32768)),
+    ),
+    "dynamo": (_one("kv_xfer_gbps", (4.3, 49.0)),),
+    "duet": (_one("token_budget", (2048, 4096, 8192, 16384)),
+             _one("max_lookahead", (8, 16, 32))),
+    "duet-paper": (_one("token_budget", (2048, 4096, 8192, 16384)),),
+}
+
+
+def xpyd(gpus: int, model: str) -> Knob | None:
+    """Every x prefill + y decode worker split of ``gpus`` whose TP (``gpus / (x + y)``) the
+    model shards over; None when 1P1D is the only one."""
+    out = []
+    for workers in range(2, gpus + 1):
+        if gpus % workers:
+            continue
+        try:
+            get_model(model, gpus // workers)
+        except ValueError:
+            continue
+        out += [{"disagg_prefill": x, "disagg_decode": workers - x} for x in range(1, workers)]
+    return Knob("xPyD", tuple(out)) if len(out) > 1 else None
+
+
+def knobs_for(policy: str, gpus: int, model: str, quick: bool = False) -> tuple[Knob, ...]:
+    """The knobs searched for ``policy`` on this cluster (``quick``: two values per knob)."""
+    knobs = KNOBS.get(policy, ())
+    if policy == "dynamo":
+        split = xpyd(gpus, model)
+        knobs = knobs + ((split,) if split else ())
+    if quick:
+        knobs = tuple(Knob(k.name, (k.values[0], k.values[-1])) for k in knobs)
+    return knobs

@@ -1,0 +1,130 @@
+"""SLO-sized aggregated iterations: the mixed batch with the most prefill tokens that meets tau.
+
+A fixed token budget (Sarathi-Serve, SGLang's ``--chunked-prefill-size``) is a blind proxy for
+an iteration's time: the same 2048 tokens take far longer as a chunk deep into a 32K prompt
+(attention over the cached prefix) or next to 200 long-context decodes than as a fresh short
+prompt. The attention-aware model predicts the mixed iteration of the running decodes plus any
+FIFO prefix of the waiting chunks, so the policy can size the prefix to the step bound instead:
+the largest prefix whose corrected time stays within it. Its time grows with the prefix (token
+operators linearly, attention faster for deep chunks), so `size_aggregated` finds it by regula
+falsi on ``t(P) - bound`` between P = 0 (the decodes alone, feasible or there is no aggregated
+option) and all the chunks (infeasible, else the caller had taken the whole batch), within
+``_STEPS`` predictions, and rounds it down to ``ALIGN`` tokens (a chunk size SGLang pages and
+kernels like; smaller prefixes stay exact).
+
+`rate` is what the policy compares options by: prefill tokens per second of the iteration. At
+a load near capacity the waiting prompts decide TTFT, and every option considered keeps each
+running request's gap within tau, so decode tokens come at the SLO's pace whichever wins.
+Times are seconds, sizes tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..latency import Batch
+from .batching import truncate_chunks
+from .state import PrefillChunk
+
+if TYPE_CHECKING:
+    from ..latency import LatencyModel
+
+__all__ = ["ALIGN", "LazySized", "Sized", "rate", "size_aggregated"]
+
+ALIGN = 64
+_STEPS = 4
+_SLACK = 0.97  # aim a little inside the bound so the step usually lands within it
+
+
+class Sized:
+    """A sized aggregated candidate: its chunks, tokens and corrected predicted time (s)."""
+
+    __slots__ = ("chunks", "tokens", "time_s")
+
+    def __init__(self, chunks: tuple[PrefillChunk, ...], tokens: int, time_s: float) -> None:
+        self.chunks, self.tokens, self.time_s = chunks, tokens, time_s
+
+
+def rate(tokens: int, seconds: float) -> float:
+    """Prefill tokens per second (0 for an empty or instant iteration)."""
+    return tokens / seconds if tokens and seconds > 0.0 else 0.0
+
+
+def size_aggregated(
+    lat: LatencyModel, dec: Batch, chunks: tuple[PrefillChunk, ...], completes: tuple[bool, ...],
+    bound_s: float, factor: float, t_none: float, t_all_floor: float,
+) -> Sized | None:
+    """The longest FIFO prefix of ``chunks`` whose mixed iteration with the decodes ``dec``
+    takes at most ``bound_s`` (times ``factor``, the aggregated correction), or None when no
+    non-empty prefix fits. ``t_none``: the decodes alone (corrected); ``t_all_floor``: a lower
+    bound of the whole batch's corrected time (> ``bound_s``: the caller found it over)."""
+    n = sum(c.length for c in chunks)
+    if n <= 1 or t_none >= bound_s:
+        return None
+
+    def predict(prefix: tuple[PrefillChunk, ...]) -> float:
+        flags = [completes[j] and prefix[j] == chunks[j] for j in range(len(prefix))]
+        pb = Batch([c.length for c in prefix], [c.start for c in prefix], flags)
+        return lat.predict_union(dec, pb).total_s * factor
+
+    return _search(n, t_none - bound_s, t_all_floor - bound_s, bound_s,
+                   lambda size: truncate_chunks(chunks, size), predict)
+
+
+def _search(n: int, f_lo: float, f_hi: float, bound_s: float,
+            prefix_of: Callable[[int], tuple[PrefillChunk, ...]],
+            predict: Callable[[tuple[PrefillChunk, ...]], float]) -> Sized | None:
+    lo, hi = 0, n
+    found: Sized | None = None
+    for _ in range(_STEPS):
+        size = lo + (hi - lo) * (-f_lo) / max(f_hi - f_lo, 1e-12) * _SLACK
+        size = int(size)
+        if size > ALIGN:
+            size -= size % ALIGN
+        size = min(hi - 1, max(lo + 1, size))
+        if size <= lo:
+            break
+        prefix = prefix_of(size)
+        t = predict(prefix)
+        if t <= bound_s:
+            lo, f_lo, found = size, t - bound_s, Sized(prefix, size, t)
+        else:
+            hi, f_hi = size, t - bound_s
+        if hi - lo <= max(ALIGN, n // 64):
+            break
+    return found
+
+
+class LazySized:
+    """The SLO-sized mixed batch, sized (a few predictions) only when it could beat a rate.
+
+    A mixed batch of the decodes and P prefill tokens takes at least the decodes' attention and
+    host time plus every token's (decode and prefill) token-operator compute floor
+    (``LatencyModel.token_seconds_floor``): the other terms only add. So P is at most what that
+    leaves within the bound, and the prefill rate at most ``P / (fixed + (n_d + P) * floor)``.
+    ``whole``: the device's SM count as a 1-tuple, the same object every call."""
+
+    def __init__(self, lat: LatencyModel, whole: tuple[int], dec: Batch,
+                 chunks: tuple[PrefillChunk, ...], completes: tuple[bool, ...], bound_s: float,
+                 factor: float, t_all_floor: float) -> None:
+        self.args = (lat, dec, chunks, completes, bound_s, factor)
+        self.t_all_floor = t_all_floor
+        self.floor = float(lat.token_seconds_floor(whole)[0]) * factor
+        self.n = sum(c.length for c in chunks)
+
+    def get(self, beat: float) -> Sized | None:
+        """The sized batch, or None when none fits or it cannot prefill faster than ``beat``
+        tokens per second (0: always size)."""
+        lat, dec, chunks, completes, bound_s, factor = self.args
+        bd = lat.predict(dec)
+        t_none = bd.total_s * factor
+        if t_none >= bound_s:
+            return None
+        if beat > 0.0 and self.floor > 0.0:
+            fixed = (bd.attention_s + bd.host_s) * factor + len(dec) * self.floor
+            p_max = min(self.n, (bound_s - fixed) / self.floor)
+            if p_max <= 0.0 or p_max / (fixed + p_max * self.floor) <= beat:
+                return None
+        return size_aggregated(lat, dec, chunks, completes, bound_s, factor, t_none,
+                               self.t_all_floor)

@@ -1,0 +1,115 @@
+"""Steady state of one run: does the system keep up with the load it is offered, and how well?
+
+A short run at an overload still finishes every request (the queue drains after the last
+arrival), and the share meeting the SLOs only falls once the queue has grown past the TTFT SLO,
+so the end-to-end share hides a growing queue. Everything here is measured over a *window*: the
+arrivals of requests ``warmup * N`` to ``(1 - tail) * N`` (by arrival order). The first
+requests meet an empty system, the last ones one that drains (nothing arrives after them).
+
+* ``offered_rps`` = window requests / window length; ``served_rps`` = requests (of any arrival)
+  completed inside the window / window length; ``served_ratio`` their ratio.
+* ``ttft_rise_s``: the least-squares slope of TTFT against arrival time over the window's
+  requests, times the window length: how much TTFT grew across the window.
+* ``keeps_up``: ``served_ratio >= SERVED_MIN`` and ``ttft_rise_s <= RISE_MAX_SHARE x`` the TTFT
+  SLO. A run that keeps up has a queue that is not growing.
+* ``attainment``: share of the window's requests (rejected ones count as misses) whose own P99
+  TBT <= tau and TTFT <= the TTFT SLO. The capacity rule (``benchmark.capacity``): a QPS passes
+  when the run keeps up and ``attainment >= 0.9``.
+* ``sched_delay_p50_s`` / ``_p99_s``: arrival to the first prefill chunk (Sarathi-Serve's
+  scheduling delay), over the window; ``tbt_p99_s``: P99 of every inter-token gap in the window.
+  Sarathi-Serve's own capacity search passes a QPS when the median scheduling delay <= 2 s and
+  the P99 TBT <= its SLO (``sarathi/benchmark/capacity_search/main.py``: quantile 0.50, value
+  2.0; TBT quantile 0.99): ``sarathi_ok``.
+
+Times are seconds, rates requests per second.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .engine import SimResult
+from .metrics import _per_request_p99, token_times
+
+__all__ = ["RISE_MAX_SHARE", "SARATHI_DELAY_S", "SERVED_MIN", "steady_state"]
+
+SERVED_MIN = 0.97  # served / offered over the window
+RISE_MAX_SHARE = 0.1  # of the TTFT SLO: TTFT may rise at most this much across the window
+SARATHI_DELAY_S = 2.0  # median scheduling delay bound of Sarathi-Serve's capacity search
+
+
+def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: float = 0.1,
+                 tail: float = 0.1) -> dict[str, Any]:
+    """The window statistics of the module docstring (JSON-ready, rounded)."""
+    reqs = sorted(res.requests, key=lambda r: r.arrival_s)
+    n = len(reqs)
+    lo, hi = int(warmup * n), max(int(warmup * n) + 2, int(round((1.0 - tail) * n)))
+    hi = min(hi, n)
+    win = reqs[lo:hi]
+    if len(win) < 2:
+        raise ValueError(f"a steady-state window needs >= 2 requests, got {len(win)} of {n}")
+    t0, t1 = win[0].arrival_s, win[-1].arrival_s
+    span = t1 - t0
+    if span <= 0.0:
+        raise ValueError("the window's arrivals span no time")
+    finish = np.array([r.finish_s for r in res.requests if r.finish_s >= 0.0])
+    served = int(np.count_nonzero((finish >= t0) & (finish <= t1)))
+    offered = len(win)
+
+    done = [r for r in win if r.finish_s >= 0.0 and not r.rejected]
+    arr = np.array([r.arrival_s for r in done])
+    ttft = np.array([r.first_token_s - r.arrival_s for r in done])
+    rise = _slope(arr, ttft) * span
+    delay = np.array([r.sched_s - r.arrival_s for r in done if r.sched_s >= 0.0])
+
+    # per-request P99 TBT of the window's requests, and every gap they saw
+    times, owner, all_done = token_times(res)
+    in_win = np.zeros(len(all_done), bool)
+    ids = {id(r) for r in done}
+    for j, r in enumerate(all_done):
+        in_win[j] = id(r) in ids
+    same = owner[1:] == owner[:-1]
+    gaps, gap_owner = np.diff(times)[same], owner[1:][same]
+    p99 = _per_request_p99(gaps, gap_owner, len(all_done))
+    good = 0
+    for j, r in enumerate(all_done):
+        if in_win[j] and p99[j] <= tbt_slo_s + 1e-12 and (
+                r.first_token_s - r.arrival_s) <= ttft_slo_s + 1e-12:
+            good += 1
+    win_gaps = gaps[in_win[gap_owner]] if gaps.size else gaps
+    tbt_p99 = float(np.percentile(win_gaps, 99)) if win_gaps.size else 0.0
+    ratio = served / offered
+    keeps_up = ratio >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
+    d50 = float(np.percentile(delay, 50)) if delay.size else 0.0
+    d99 = float(np.percentile(delay, 99)) if delay.size else 0.0
+    r4 = _round
+    return {
+        "window_s": [r4(t0), r4(t1)],
+        "window_requests": offered,
+        "offered_rps": r4(offered / span),
+        "served_rps": r4(served / span),
+        "served_ratio": r4(ratio),
+        "ttft_rise_s": r4(rise),
+        "ttft_mean_s": r4(float(ttft.mean()) if ttft.size else 0.0),
+        "keeps_up": bool(keeps_up),
+        "attainment": r4(good / offered),
+        "sched_delay_p50_s": r4(d50),
+        "sched_delay_p99_s": r4(d99),
+        "tbt_p99_s": r4(tbt_p99),
+        "sarathi_ok": bool(d50 <= SARATHI_DELAY_S and tbt_p99 <= tbt_slo_s + 1e-12),
+    }
+
+
+def _slope(x: np.ndarray, y: np.ndarray) -> float:
+    """Least-squares slope of y on x (0 with fewer than two distinct x)."""
+    if x.size < 2:
+        return 0.0
+    dx = x - x.mean()
+    var = float(dx @ dx)
+    return float(dx @ (y - y.mean())) / var if var > 0.0 else 0.0
+
+
+def _round(x: float) -> float:
+    return float(round(x, 4))

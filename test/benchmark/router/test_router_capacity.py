@@ -1,0 +1,44 @@
+"""The router benchmark on the steady-state rule: its searches and its table (fake runs)."""
+
+from __future__ import annotations
+
+import json
+
+import benchmark.capacity.search as search
+import benchmark.capacity.sweep as sweep
+from benchmark.capacity.search import Point
+from benchmark.router import capacity as rc
+from benchmark.router.report import write_markdown
+
+
+def _fake(limits):
+    def evaluate(cl, s, qps, requests):
+        lim = limits[cl.base.get("router", s.policy)]
+        ok = qps <= lim
+        st = {"keeps_up": ok, "attainment": 1.0 if ok else 0.2, "served_ratio": 1.0,
+              "ttft_rise_s": 0.0, "sarathi_ok": ok, "served_rps": min(qps, lim)}
+        return Point(round(qps, 4), requests, {"steady": st})
+    return evaluate
+
+
+def test_router_and_baseline_capacities_and_the_table(monkeypatch, tmp_path):
+    limits = {"duet": 50.0, "round-robin": 40.0, "sglang-chunked": 45.0, "dynamo": 20.0}
+    monkeypatch.setattr(search, "evaluate", _fake(limits))
+    monkeypatch.setattr(sweep, "evaluate", _fake(limits))
+    setup = rc.SETUPS[2]  # qwen3-8b on 4 GPUs, TP1
+    duet = rc.router_capacity(setup, "azure-code", "duet", length_check=True)
+    assert 50 / 1.05 <= duet["capacity_qps"] <= 50 and duet["requests"] == 8000
+    assert duet["run_length"]["requests"] == 16000 and duet["run_length"]["ok"]
+    rr = rc.router_capacity(setup, "azure-code", "round-robin")
+    alt = rc.baseline_capacity(setup, "azure-code", "dynamo")
+    assert 20 / 1.025 <= alt["capacity_qps"] <= 20
+    assert {t["knob"] for t in alt["trials"]} == {"kv_xfer_gbps", "xPyD"}
+    payload = {"setup": setup.__dict__, "traces": {"azure-code": {"duet": duet,
+                                                                   "round-robin": rr}},
+               "baselines": {"azure-code": {"dynamo": alt}}}
+    (tmp_path / "capacity-x.json").write_text(json.dumps(payload))
+    text = open(write_markdown(str(tmp_path))).read()
+    row = next(line for line in text.splitlines() if line.startswith("| qwen3-8b-4xh100"))
+    assert f"| {duet['capacity_qps'] / rr['capacity_qps']:.3f} |" in row  # vs round-robin
+    assert f"{alt['capacity_qps']:.3f} ({alt['setting']})" in row
+    assert row.rstrip().endswith(f"{duet['capacity_qps'] / alt['capacity_qps']:.3f} |")

@@ -1,0 +1,55 @@
+"""sim.steady: a run that keeps up is told from one whose queue grows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sim_helpers import make_workload
+
+from sglang_duet.sim import SimConfig, build_arrivals, load_trace, simulate
+from sglang_duet.sim.steady import steady_state
+
+
+def _steady(policy, qps, n=600, trace="azure-code", **kw):
+    cfg = SimConfig(policy=policy, qps=qps, num_requests=n, trace=trace, **kw)
+    res = simulate(cfg, build_arrivals(load_trace(trace), qps, n, 0))
+    return res, steady_state(res, 0.1, 10.0)
+
+
+def test_light_load_keeps_up_and_meets_the_slos():
+    res, s = _steady("sglang-chunked", 4.0, token_budget=2048)
+    assert s["keeps_up"] and s["attainment"] == 1.0 and s["sarathi_ok"]
+    assert 0.97 <= s["served_ratio"] <= 1.03
+    assert s["offered_rps"] == pytest.approx(4.0, rel=0.15)
+    assert s["window_requests"] == 480  # requests 60 .. 539 of 600
+    assert all(r.sched_s >= r.arrival_s for r in res.requests)
+    assert 0.0 <= s["sched_delay_p50_s"] <= s["sched_delay_p99_s"]
+
+
+def test_overload_does_not_keep_up():
+    res, s = _steady("sglang-chunked", 60.0, n=800, token_budget=2048)
+    assert not s["keeps_up"]
+    assert s["served_ratio"] < 0.97 or s["ttft_rise_s"] > 1.0
+    assert s["ttft_rise_s"] > 1.0  # the queue grows across the window
+    assert not s["sarathi_ok"]
+
+
+def test_the_window_leaves_out_warm_up_and_drain():
+    # 10 requests: the window is requests 1 .. 8 by arrival
+    w = make_workload(np.arange(10.0), [100] * 10, [4] * 10)
+    res = simulate(SimConfig(policy="sglang-chunked"), w)
+    s = steady_state(res, 0.1, 10.0)
+    assert s["window_s"] == [1.0, 8.0] and s["window_requests"] == 8
+    assert s["offered_rps"] == pytest.approx(8 / 7.0, abs=1e-4)
+
+
+def test_a_rejected_request_is_a_miss():
+    w = make_workload(np.arange(10.0), [100] * 4 + [10**7] + [100] * 5, [4] * 10)
+    res = simulate(SimConfig(policy="sglang-chunked"), w)
+    assert steady_state(res, 0.1, 10.0)["attainment"] == pytest.approx(7 / 8)
+
+
+def test_too_short_a_run_has_no_window():
+    w = make_workload([0.0, 0.0], [10, 10], [2, 2])
+    with pytest.raises(ValueError, match="span no time"):
+        steady_state(simulate(SimConfig(policy="sglang-chunked"), w), 0.1, 10.0)
