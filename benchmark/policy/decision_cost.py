@@ -27,6 +27,8 @@ import time
 from collections import Counter
 
 from benchmark.stamp import ROOT, write_result
+from sglang_duet.latency import LatencyModel, get_hardware, get_model
+from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
 from sglang_duet.policy import DuetPolicy, ReqState
 
 DEFAULT_OUT = ROOT / "benchmark" / "results" / "policy" / "decision_cost.json"
@@ -49,6 +51,13 @@ def uniform_workload(n: int, ctx: int, prompts: list[int]) -> tuple[list[ReqStat
     decodes = [ReqState(f"d{i}", ctx, ctx, 1) for i in range(n)]
     waiting = [ReqState(f"w{i}", p, 0, 0) for i, p in enumerate(prompts)]
     return decodes, waiting
+
+
+def policy(tau: float) -> DuetPolicy:
+    """What ``DuetPolicy.build("adaptive", tau)`` builds (Qwen3-8B on an H100, TPC menu), on the
+    latency model the runtime uses: its default interference of concurrent partitions."""
+    lm = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"), None, DEFAULT_INTERFERENCE)
+    return DuetPolicy("adaptive", tau, latency=lm)
 
 
 def advance(decodes: list[ReqState]) -> list[ReqState]:
@@ -112,7 +121,7 @@ def main() -> None:
     runs: list[list[dict[str, object]]] = [[] for _ in cases]
     for _ in range(args.repeat):  # interleaved: a burst of load hits one repetition of each
         for i, (name, tau, decodes, waiting) in enumerate(cases):
-            pol = DuetPolicy.build("adaptive", tau)
+            pol = policy(tau)
             runs[i].append({"case": name, "tbt_slo_s": tau,
                             **time_plans(pol, decodes, waiting, args.iters)})
     results = []

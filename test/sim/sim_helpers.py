@@ -17,10 +17,10 @@ def make_workload(arrivals, inputs, outputs) -> Workload:
 
 
 def latency(model: str = "qwen3-8b", tp: int = 1) -> LatencyModel:
-    """The simulator's default latency model (SimConfig's hardware and calibration)."""
+    """The simulator's default latency model (SimConfig's hardware, calibration, interference)."""
     cfg = SimConfig()
     return LatencyModel(get_hardware(cfg.hardware), get_model(model, tp=tp),
-                        Calibration.load(cfg.calibration))
+                        Calibration.load(cfg.calibration), cfg.interference)
 
 
 def pred(q, c, sample=None) -> float:

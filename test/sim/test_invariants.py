@@ -91,8 +91,9 @@ class TestEquivalence:
         w = build_arrivals(t, 16.0, 300, seed=0)
         _, md = run(w, "duet")
         _, mc = run(w, "sglang-chunked")
-        assert md["mode_share"].get("spatial", 0) > 0
-        assert md["tbt_p99_ms"] < mc["tbt_p99_ms"]
+        # the default 8192-token mixed batch misses tau; duet's sized (or split) iterations keep
+        # the gaps within it
+        assert mc["tbt_p99_ms"] > 100.0 >= md["tbt_p99_ms"]
 
 
 class TestDeterminism:

@@ -7,7 +7,8 @@ two average demand rates ``bytes / time`` add up to more, both progress at the r
 full speed. So a memory-bound decode slows when a prefill's traffic competes with it, and never
 gains from it.
 
-`combine` works on two Breakdowns, `combine_totals` on arrays of total times (one entry per
+`interference.py` then adds the slowdown published co-runs show below this cap. `combine` works
+on two Breakdowns, `combine_totals` on arrays of total times (one entry per
 partition pair); they perform the same floating-point operations, so they agree bit for bit.
 """
 
@@ -30,10 +31,10 @@ def combine(cap: float, d: Breakdown, p: Breakdown) -> tuple[Breakdown, Breakdow
     short_new = short.total_s / rho
     long_new = long_.total_s + short.total_s * (1.0 / rho - 1.0)
     d_new, p_new = (short_new, long_new) if short is d else (long_new, short_new)
-    return _stretched(d, d_new), _stretched(p, p_new)
+    return stretched(d, d_new), stretched(p, p_new)
 
 
-def _stretched(b: Breakdown, total_s: float) -> Breakdown:
+def stretched(b: Breakdown, total_s: float) -> Breakdown:
     """`b` with its total set to `total_s` and every time component scaled alike."""
     f = total_s / b.total_s
     return Breakdown(total_s, b.token_ops_s * f, b.attention_s * f, b.comm_s * f,
@@ -49,7 +50,10 @@ def combine_totals(
     # rho = 1 where demand fits: the formulas below then return t_d and t_p unchanged, exactly
     # (x / 1.0 == x, x + s * 0.0 == x)
     if positive:
-        rho = cap / np.maximum(bytes_d / t_d + bytes_p / t_p, cap)
+        demand = bytes_d / t_d + bytes_p / t_p
+        if demand.max() <= cap:  # the usual case: fits at every pair, so nothing changes
+            return t_d, t_p
+        rho = cap / np.maximum(demand, cap)
     else:  # a pair with an empty side (zero time) runs unchanged, as in `combine`
         ok = (t_d > 0.0) & (t_p > 0.0)
         demand = bytes_d / np.where(ok, t_d, 1.0) + bytes_p / np.where(ok, t_p, 1.0)

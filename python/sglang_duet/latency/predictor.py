@@ -11,10 +11,11 @@ from . import reference
 from .batch import BatchLike, as_batch
 from .breakdown import ZERO, Breakdown
 from .calibration import Calibration
-from .contention import combine, combine_totals
+from .contention import combine, combine_totals, stretched
 from .fast import Prepared, Rates, SmTable, check_pair, check_pairs
 from .fast.tables import OpSums
 from .hardware import HardwareSpec
+from .interference import Interference, resolve_interference, slowdown
 from .model import ModelSpec
 from .ops import attention_coeffs, layer_token_ops, lm_head_ops
 
@@ -37,11 +38,14 @@ class LatencyModel:
     (`fast/`), which equals `reference.predict` (tests); `explain` runs on the reference itself.
     Host overhead: `predict` times a CPU-scheduled pass; in `predict_concurrent` the decode side
     is one step of a look-ahead run and the prefill side carries the iteration's once-costs
-    (`reference.host_fixed`).
+    (`reference.host_fixed`). `interference`: how concurrent partitions slow each other beyond
+    the HBM cap (`interference.py`): "published", "none" (the default here: the bare roofline;
+    the simulator and the runtime pass `DEFAULT_INTERFERENCE`) or explicit coefficients.
     """
 
     def __init__(
-        self, hardware: HardwareSpec, model: ModelSpec, calibration: Calibration | None = None
+        self, hardware: HardwareSpec, model: ModelSpec, calibration: Calibration | None = None,
+        interference: str | Interference | None = None,
     ) -> None:
         cal = calibration if calibration is not None else Calibration()
         if cal.bw_knee is not None and cal.bw_hill is not None:
@@ -56,8 +60,12 @@ class LatencyModel:
         self._host = {(d, k): reference.host_fixed(model, cal, d, k)
                       for d in (False, True) for k in reference.HOST_KINDS}
         self._host_row = reference.host_per_row(cal)
-        self.bandwidth_cap = hardware.hbm_bw * max(  # B/s the device gives all partitions
-            cal.efficiency(k)[1] for k in ("gemm", "elementwise", "attn_prefill", "attn_decode"))
+        effs = [cal.efficiency(k) for k in ("gemm", "elementwise", "attn_prefill", "attn_decode")]
+        self.bandwidth_cap = hardware.hbm_bw * max(e[1] for e in effs)  # B/s for all partitions
+        self.interference = inter = resolve_interference(interference, hardware)
+        if inter is not None:  # seconds per FLOP of the prefill / per HBM byte of the decode
+            self._k_dec = inter.decode / (hardware.flops * max(e[0] for e in effs))
+            self._k_pre = inter.prefill_bandwidth / self.bandwidth_cap
 
     def link_seconds(self, tokens: int, rows: int) -> tuple[float, float]:
         """(all-reduce seconds per layer, logits-gather seconds) of a batch; 0 without TP."""
@@ -115,13 +123,20 @@ class LatencyModel:
                            sms_decode: int, sms_prefill: int, decode_host: str = "lookahead"
                            ) -> tuple[Breakdown, Breakdown]:
         """(decode step, prefill) latencies when both run at once on disjoint SM partitions:
-        each side alone on its partition, then the bandwidth contention (`contention.py`).
-        ``decode_host``: the decode step's host kind (a graph replay, or eager launches)."""
+        each side alone on its partition, then the bandwidth cap (`contention.py`) and the
+        interference (`interference.py`). ``decode_host``: the decode step's host kind (a graph
+        replay, or eager launches)."""
         check_pair(self.hardware, sms_decode, sms_prefill)
         reference.check_host_kind(decode_host)
         d = self._predict(Prepared.of(self, as_batch(decode_batch)), sms_decode, decode_host)
         p = self._predict(Prepared.of(self, as_batch(prefill_batch)), sms_prefill, "spatial")
-        return combine(self.bandwidth_cap, d, p)
+        c_d, c_p = combine(self.bandwidth_cap, d, p)
+        if self.interference is None or d.total_s <= 0.0 or p.total_s <= 0.0:
+            return c_d, c_p
+        e_d, e_p = slowdown(self._k_dec * p.flops, self.interference.decode_max,
+                            self._k_pre * d.bytes, d.total_s, p.total_s, d.host_s,
+                            p.comm_s + p.host_s)
+        return stretched(c_d, c_d.total_s + e_d), stretched(c_p, c_p.total_s + e_p)
 
     def predict_concurrent_table(self, decode_batch: BatchLike, prefill_batch: BatchLike,
                                  sms_decode: Sequence[int], sms_prefill: Sequence[int],
@@ -139,8 +154,14 @@ class LatencyModel:
                else np.zeros(len(tab_d.sms)))
         t_p = (tab_p.totals(pp, L, self._host_of(pp, "spatial")) if pp.tokens
                else np.zeros(len(tab_p.sms)))
+        both = bool(pd.tokens and pp.tokens)
         c_d, c_p = combine_totals(self.bandwidth_cap, t_d, pd.nbytes, t_p, pp.nbytes,
-                                  positive=bool(pd.tokens and pp.tokens))
+                                  positive=both)
+        if self.interference is not None and both:  # the Breakdowns' host_s, comm_s + host_s
+            h_d, i_p = self._host_of(pd, decode_host), L * pp.comm + self._host_of(pp, "spatial")
+            e_d, e_p = slowdown(self._k_dec * pp.flops, self.interference.decode_max,
+                                self._k_pre * pd.nbytes, t_d, t_p, h_d, i_p)
+            c_d, c_p = c_d + e_d, c_p + e_p
         return ConcurrentTable(c_d, c_p, t_d, t_p)
 
     def token_seconds_floor(self, sms: Sequence[int]) -> np.ndarray:

@@ -9,6 +9,7 @@ from typing import Any, NamedTuple
 
 from sglang_duet.args import DuetArgs
 from sglang_duet.latency import Calibration, HardwareSpec, LatencyModel, ModelSpec, get_hardware
+from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
 from sglang_duet.partition.plan import MenuPlan, every_tpc, menu_for
 from sglang_duet.partition.sizes import Granularity
 from sglang_duet.policy import DuetPolicy, SmMenu
@@ -120,7 +121,7 @@ def build_components(args: DuetArgs, *, hf_config: Any, tp_size: int, device: st
     hardware = detect_hardware(args.hardware, device, gpu_id)
     model = model_spec(hf_config, tp_size)
     calibration = Calibration.load(args.calibration) if args.calibration else None
-    latency = LatencyModel(hardware, model, calibration)
+    latency = LatencyModel(hardware, model, calibration, DEFAULT_INTERFERENCE)
     menus = build_menu(args, hardware, device, gpu_id, cuda_graphs)
     policy = DuetPolicy(
         mode=args.mode,

@@ -21,6 +21,9 @@ class SimConfig:
     calibration: str = _f("published-h100", "latency-model calibration: a name (published-h100: "
                           "fitted to published H100/H200 measurements; default: the priors) or "
                           "a JSON path")
+    interference: str = _f("published", "slowdown of concurrent SM partitions beyond the HBM "
+                           "cap: published (fitted to published co-location figures, "
+                           "sglang_duet/latency/interference.py) or none")
     gpus: int = _f(2, "GPUs in the cluster")
     tp: int = _f(1, "tensor-parallel degree of one replica")
     qps: float | None = _f(None, "Poisson arrival rate (req/s); default: the trace's timestamps")
@@ -91,7 +94,12 @@ class SimConfig:
             raise ValueError("SLOs must be > 0")
         if self.token_budget < 1 or self.max_lookahead < 1:
             raise ValueError("--token-budget and --max-lookahead must be >= 1")
+        from sglang_duet.latency.interference import INTERFERENCE_NAMES
         from sglang_duet.router import ROUTERS
+
+        if self.interference not in INTERFERENCE_NAMES:
+            raise ValueError(f"unknown interference {self.interference!r}; choices: "
+                             f"{', '.join(INTERFERENCE_NAMES)}")
 
         if self.router not in ROUTERS:
             raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")

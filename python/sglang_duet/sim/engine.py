@@ -95,7 +95,7 @@ class Simulation:
                                           cfg.graph_max_bs or sglang_graph_max_bs(cfg.tp))
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, reserve)
-        self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration))
+        self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration), cfg.interference)
         budget = self.spec.token_budget(cfg)
         ctx = PlanContext(self.latency, self.menu, cfg.tbt_slo_ms / 1e3, budget, cfg)
         costs = RunCosts.build(cfg, self.spec.flavor, hw, model.name, self.replica_tp,
