@@ -53,3 +53,9 @@ def test_too_short_a_run_has_no_window():
     w = make_workload([0.0, 0.0], [10, 10], [2, 2])
     with pytest.raises(ValueError, match="span no time"):
         steady_state(simulate(SimConfig(policy="sglang-chunked"), w), 0.1, 10.0)
+
+
+def test_the_client_sees_the_front_end():
+    _, on = _steady("sglang-chunked", 4.0, n=300, token_budget=2048)
+    _, off = _steady("sglang-chunked", 4.0, n=300, token_budget=2048, frontend=False)
+    assert on["ttft_mean_s"] > off["ttft_mean_s"]  # intake and delivery come on top

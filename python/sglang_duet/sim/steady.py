@@ -54,30 +54,32 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
     span = t1 - t0
     if span <= 0.0:
         raise ValueError("the window's arrivals span no time")
-    finish = np.array([r.finish_s for r in res.requests if r.finish_s >= 0.0])
+    # token times as the client sees them (after the front end, when it is simulated)
+    times, owner, done_all = token_times(res)
+    counts = np.bincount(owner, minlength=len(done_all))
+    start = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    has = counts > 0
+    first = np.where(has, times[np.minimum(start, max(times.size - 1, 0))], -1.0)
+    last = np.where(has, times[np.minimum(start + counts - 1, max(times.size - 1, 0))], -1.0)
+    finish = last[has]
     served = int(np.count_nonzero((finish >= t0) & (finish <= t1)))
     offered = len(win)
 
-    done = [r for r in win if r.finish_s >= 0.0 and not r.rejected]
-    arr = np.array([r.arrival_s for r in done])
-    ttft = np.array([r.first_token_s - r.arrival_s for r in done])
+    ids = {id(r) for r in win}
+    in_win = np.array([id(r) in ids and not r.rejected for r in done_all], bool) & has
+    arrival = np.array([r.arrival_s for r in done_all])
+    ttft_all = first - arrival
+    arr, ttft = arrival[in_win], ttft_all[in_win]
     rise = _slope(arr, ttft) * span
-    delay = np.array([r.sched_s - r.arrival_s for r in done if r.sched_s >= 0.0])
+    delay = np.array([r.sched_s - r.arrival_s for j, r in enumerate(done_all)
+                      if in_win[j] and r.sched_s >= 0.0])
 
     # per-request P99 TBT of the window's requests, and every gap they saw
-    times, owner, all_done = token_times(res)
-    in_win = np.zeros(len(all_done), bool)
-    ids = {id(r) for r in done}
-    for j, r in enumerate(all_done):
-        in_win[j] = id(r) in ids
     same = owner[1:] == owner[:-1]
     gaps, gap_owner = np.diff(times)[same], owner[1:][same]
-    p99 = _per_request_p99(gaps, gap_owner, len(all_done))
-    good = 0
-    for j, r in enumerate(all_done):
-        if in_win[j] and p99[j] <= tbt_slo_s + 1e-12 and (
-                r.first_token_s - r.arrival_s) <= ttft_slo_s + 1e-12:
-            good += 1
+    p99 = _per_request_p99(gaps, gap_owner, len(done_all))
+    good = int(np.count_nonzero(in_win & (p99 <= tbt_slo_s + 1e-12)
+                                & (ttft_all <= ttft_slo_s + 1e-12)))
     win_gaps = gaps[in_win[gap_owner]] if gaps.size else gaps
     tbt_p99 = float(np.percentile(win_gaps, 99)) if win_gaps.size else 0.0
     ratio = served / offered
