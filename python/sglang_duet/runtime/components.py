@@ -125,7 +125,7 @@ def build_components(args: DuetArgs, *, hf_config: Any, tp_size: int, device: st
     menus = build_menu(args, hardware, device, gpu_id, cuda_graphs)
     policy = DuetPolicy(
         mode=args.mode,
-        tbt_slo_s=args.tbt_slo_s,
+        tbt_slo_s=args.tbt_target_s,  # the SLO less the front end's headroom
         token_budget=token_budget,
         max_lookahead=args.max_lookahead,
         latency=latency,

@@ -212,7 +212,7 @@ class DuetScheduler(Scheduler):
         else:
             self.duet_policy.observe(plan, measured_s, run.decode_s, run.prefill_s)
         limited = decision.lookahead.reason if run.steps else ""
-        self.duet_metrics.record(plan, measured_s, self.duet_policy.tbt_slo_s, run.discarded,
+        self.duet_metrics.record(plan, measured_s, self.duet_args.tbt_slo_s, run.discarded,
                                  self.ps.tp_rank, run.steps, limited)
 
     @DynamicGradMode()

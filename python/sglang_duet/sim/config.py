@@ -35,6 +35,9 @@ class SimConfig:
     max_lookahead: int = _f(16, "duet: most look-ahead decode steps per spatial iteration (K; "
                             "--duet-max-lookahead)")
     duet_mode: str = _f("adaptive", "duet policy mode: adaptive, aggregated or spatial")
+    duet_tbt_headroom_ms: float | None = _f(None, "duet: ms of the TBT SLO kept for the front "
+                                            "end's delivery (--duet-tbt-headroom-ms; default "
+                                            "a tenth of the SLO)")
     duet_sized: bool = _f(True, "duet: weigh the SLO-sized mixed batch against the splits")
     duet_objective: str = _f("prefill", "duet: the split search's objective, prefill or tokens "
                              "(per second)")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from sglang_duet.args import target_tbt_s
 from sglang_duet.latency import LatencyModel
 from sglang_duet.partition.plan import MenuPlan
 from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState
@@ -76,7 +77,8 @@ class PolicySpec:
 def _duet_with(scheme: str) -> Callable[[PlanContext], Planner]:
     def make(ctx: PlanContext) -> Planner:
         cfg = ctx.cfg
-        return DuetPolicy(cfg.duet_mode, ctx.tbt_slo_s, ctx.token_budget, cfg.max_lookahead,
+        tau = target_tbt_s(cfg.tbt_slo_ms, cfg.duet_tbt_headroom_ms)  # as the runtime plans
+        return DuetPolicy(cfg.duet_mode, tau, ctx.token_budget, cfg.max_lookahead,
                           ctx.latency, ctx.menu.sm_menu, correction=True, scheme=scheme,
                           decode_host=ctx.menu.decode_host, sized=cfg.duet_sized,
                           objective=cfg.duet_objective)
