@@ -16,8 +16,8 @@ def _f(default, help: str):  # noqa: A002 - mirrors argparse's name
 class SimConfig:
     trace: str = _f("azure-conv", "azure-code, azure-conv, mooncake, or a CSV/JSONL path")
     policy: str = _f("duet", "policy name (see --policy choices), or 'all'")
-    model: str = _f("qwen3-8b", "built-in model name")
-    hardware: str = _f("h100-sxm", "built-in GPU profile")
+    model: str = _f("qwen3-8b", "built-in model name, or a Hugging Face config.json / model dir")
+    hardware: str = _f("h100-sxm", "built-in GPU profile, or a profile JSON (save_hardware)")
     calibration: str = _f("published-h100", "latency-model calibration: a name (published-h100: "
                           "fitted to published H100/H200 measurements; default: the priors) or "
                           "a JSON path")
@@ -38,6 +38,8 @@ class SimConfig:
     kv_xfer_setup_ms: float = _f(6.7, "1P1D fixed cost per KV transfer (ms): NIXL post time, "
                                  "vllm-project/vllm#50913")
     activation_reserve_gb: float = _f(2.0, "GPU memory kept for activations (GB)")
+    max_total_tokens: int | None = _f(None, "cap on the KV pool in tokens (SGLang's "
+                                      "--max-total-tokens); default: what memory allows")
 
     def validate(self) -> SimConfig:
         """Raise ValueError (one line) on values no run can use."""
@@ -63,6 +65,8 @@ class SimConfig:
             raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")
         if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
+        if self.max_total_tokens is not None and self.max_total_tokens < 1:
+            raise ValueError("--max-total-tokens must be >= 1")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

@@ -32,7 +32,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_model
+from sglang_duet.latency import Calibration, LatencyModel, get_hardware
+from sglang_duet.latency.model import resolve_model
 from sglang_duet.policy import SmMenu
 
 from .arrivals import Workload
@@ -81,10 +82,11 @@ class Simulation:
         if disagg and (cfg.gpus < 2 or cfg.gpus % 2):
             raise ValueError(f"{self.spec.name} needs an even number of GPUs (>= 2)")
         self.replica_tp = cfg.gpus // 2 if disagg else cfg.tp
-        model = get_model(cfg.model, tp=self.replica_tp)
+        model = resolve_model(cfg.model, tp=self.replica_tp)  # a name or a config path
         self.model = model
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
-                                    cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9))
+                                    cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9),
+                                    max_tokens=cfg.max_total_tokens)
         self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration))
         budget = self.spec.token_budget or cfg.token_budget
         ctx = PlanContext(self.latency, SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc),
