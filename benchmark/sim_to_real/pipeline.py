@@ -1,0 +1,186 @@
+"""The whole comparison: requests -> real servers -> CPU profile fit -> simulator -> report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field, replace
+
+from benchmark.serving.convert import PromptBuilder, model_max_len
+from benchmark.sim_to_real import report
+from benchmark.sim_to_real.host import host_shares
+from benchmark.sim_to_real.profile import fit_profile, write_hardware
+from benchmark.sim_to_real.real import REAL_SYSTEMS, run_system
+from benchmark.sim_to_real.samples import plan_log_samples
+from benchmark.sim_to_real.simulate import simulate_point
+from benchmark.sim_to_real.workload import LoadPoint, build_point, to_workload, write_point
+from benchmark.stamp import ROOT, write_result
+from sglang_duet.calibrate.samples import write_samples
+
+RESULTS_DIR = os.path.join(str(ROOT), "benchmark", "results", "sim_to_real")
+
+
+@dataclass
+class Config:
+    qps: list[float] = field(default_factory=lambda: [0.5, 1.0, 2.0, 4.0])
+    run_s: float = 30.0  # a point replays about qps x run_s requests ...
+    min_requests: int = 20  # ... at least this many,
+    max_requests: int = 40  # ... at most this many
+    systems: list[str] = field(default_factory=lambda: list(REAL_SYSTEMS))
+    model: str = ""  # "" -> the embedded cpu-bench model
+    scale: float = 0.1
+    chunk: int = 128
+    kv_tokens: int = 2048  # --max-total-tokens of every server: binds only near saturation
+    seed: int = 0
+    tag: str = "cpu"
+    out_dir: str = RESULTS_DIR
+    reuse: str = ""  # a results JSON: re-simulate its real runs with its profile, no servers
+    quiet_cores: float = 0.5  # before each point, wait for other jobs to use at most this ...
+    quiet_wait_s: float = 300.0  # ... for up to this long (cpu_meter.wait_for_quiet)
+    host_probe: bool = True  # also replay one point on the tiny model (host share, host.py)
+    probe_qps: float = 2.0  # that point (one of `qps`)
+
+    def points(self) -> list[LoadPoint]:
+        return [LoadPoint(q, max(self.min_requests, min(self.max_requests, round(q * self.run_s))))
+                for q in self.qps]
+
+
+def rel(path: str) -> str:
+    """A path as stored in the results (relative to the repository root)."""
+    return os.path.relpath(path, str(ROOT))
+
+
+def absolute(path: str) -> str:
+    return path if os.path.isabs(path) else os.path.join(str(ROOT), path)
+
+
+def model_dir(cfg: Config) -> str:
+    if cfg.model:
+        return cfg.model
+    from sglang_duet.tiny_model import default_model_path
+
+    return str(default_model_path(size="cpu-bench"))
+
+
+def _requests(cfg: Config, model: str, work: str) -> dict[float, tuple[str, list]]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model)
+    builder = PromptBuilder(tok, cfg.seed)
+    pool = max(p.num_requests for p in cfg.points())
+    out = {}
+    for p in cfg.points():
+        rows, _ = build_point(p, tok, cfg.scale, model_max_len(model), cfg.seed, pool, builder)
+        out[p.qps] = (write_point(rows, work, f"qps{p.qps:g}"), rows)
+    return out
+
+
+def _kv_flag(cfg: Config) -> tuple[str, ...]:
+    return ("--max-total-tokens", str(cfg.kv_tokens))
+
+
+def _prefix(cfg: Config) -> str:
+    return os.path.join(cfg.out_dir, cfg.tag)
+
+
+def run(cfg: Config, progress=print, work: str | None = None) -> dict:
+    model = model_dir(cfg)
+    work = work or tempfile.mkdtemp(prefix="duet_sim_to_real_")
+    os.makedirs(work, exist_ok=True)
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    reqs = _requests(cfg, model, work)
+    prefix = _prefix(cfg)
+    if cfg.reuse:
+        with open(cfg.reuse) as f:
+            old = json.load(f)
+        systems = {k: {kk: vv for kk, vv in v.items() if kk not in ("comparison", "sim")}
+                   for k, v in old["systems"].items()}
+        profile = old["profile"]
+    else:
+        systems = {}
+        for name in sorted(cfg.systems, key=lambda n: n != "duet-aggregated"):  # duet first
+            points = [(q, len(rows), path) for q, (path, rows) in reqs.items()]
+            systems[name] = run_system(REAL_SYSTEMS[name], model, cfg.chunk, points, work,
+                                       progress, cfg.seed, extra=_kv_flag(cfg),
+                                       quiet=(cfg.quiet_cores, cfg.quiet_wait_s))
+        profile = _fit(model, systems, prefix, progress)
+        if cfg.host_probe and cfg.probe_qps in reqs and systems.get("duet-aggregated"):
+            profile["host_share"] = _host_probe(cfg, reqs[cfg.probe_qps], systems, work,
+                                                progress)
+        for entry in systems.values():  # temporary paths stay out of the results
+            entry["plan_logs"] = len(entry.get("plan_logs") or [])
+            entry["command"] = (entry.get("command") or "").replace(model, "MODEL")
+    results = {"config": asdict(cfg), "profile": profile, "systems": systems}
+    if profile.get("calibration"):
+        _simulate(cfg, results, reqs, progress)
+    results["verdict"] = report.verdict(results)
+    write_result(prefix + ".json", results)
+    with open(prefix + ".md", "w") as f:
+        f.write(report.markdown(results, cfg.tag))
+    results["outputs"] = [prefix + ".json", prefix + ".md"]
+    return results
+
+
+def _fit(model: str, systems: dict, prefix: str, progress) -> dict:
+    """The CPU profile from duet's plan logs: hardware JSON, the model's config.json, the
+    samples CSV and the fitted calibration JSON, all next to the results (paths relative)."""
+    duet = systems.get("duet-aggregated") or {}
+    logs = duet.get("plan_logs") or []
+    if not logs:
+        return {"error": "no plan log: duet-aggregated did not run"}
+    hw = write_hardware(prefix + "_hardware.json")
+    cfg_json = shutil.copyfile(os.path.join(model, "config.json"), prefix + "_model.json")
+    samples, info = plan_log_samples(logs, hw, cfg_json)
+    write_samples(prefix + "_samples.csv", [replace(s, hardware=rel(hw), model=rel(cfg_json))
+                                            for s in samples])
+    try:
+        fit = fit_profile(samples, prefix + "_calibration.json")
+    except ValueError as e:
+        return {"error": str(e), **info}
+    progress(f"[sim_to_real] CPU profile: {len(samples)} iterations, held-out MAPE "
+             f"{fit['heldout_mape']:.1%}, host share decode {fit['host_share_decode_median']}")
+    fit["calibration"] = rel(fit["calibration"])
+    return {"hardware": rel(hw), "model": rel(cfg_json), **info, **fit}
+
+
+def _host_probe(cfg: Config, point: tuple[str, list], systems: dict, work: str,
+                progress) -> dict:
+    from sglang_duet.tiny_model import default_model_path
+
+    path, rows = point
+    probe_work = os.path.join(work, "host_probe")
+    os.makedirs(probe_work, exist_ok=True)
+    entry = run_system(REAL_SYSTEMS["duet-aggregated"], str(default_model_path()), cfg.chunk,
+                       [(cfg.probe_qps, len(rows), path)], probe_work, progress, cfg.seed,
+                       extra=_kv_flag(cfg), quiet=(cfg.quiet_cores, cfg.quiet_wait_s))
+    if entry.get("status") != "ran" or not entry.get("plan_logs"):
+        return {"error": entry.get("reason") or "no plan log"}
+    shares = host_shares(systems["duet-aggregated"]["plan_logs"], entry["plan_logs"])
+    progress(f"[sim_to_real] host share per iteration class: "
+             f"{ {k: v['host_share'] for k, v in shares.items()} }")
+    return {"qps": cfg.probe_qps, "classes": shares}
+
+
+def _simulate(cfg: Config, results: dict, reqs: dict, progress) -> None:
+    prof = results["profile"]
+    model, hw, cal = (absolute(prof[k]) for k in ("model", "hardware", "calibration"))
+    for name, entry in results["systems"].items():
+        if entry.get("status") != "ran":
+            continue
+        budget = cfg.chunk if REAL_SYSTEMS[name].chunked else int(
+            entry.get("settings", {}).get("chunked_prefill_size") or 8192)
+        sims, plain = {}, {}
+        for q, (_, rows) in reqs.items():
+            wl = to_workload(rows, f"{name} qps {q:g}")
+            kv = int(entry.get("settings", {}).get("max_total_num_tokens") or cfg.kv_tokens)
+            args = (name, wl, model, hw, cal, budget, kv)
+            sims[q] = simulate_point(*args)
+            if REAL_SYSTEMS[name].stock:
+                plain[q] = simulate_point(*args, overlap_rule=False)
+        entry["sim"] = {f"{q:g}": s for q, s in sims.items()}
+        entry["sim_budget"] = budget
+        entry["comparison"] = report.compare_runs(entry["runs"], sims, plain or None)
+        ok = [r["ok"] for r in entry["comparison"] if r["ok"] is not None]
+        progress(f"[sim_to_real] {name}: {sum(ok)}/{len(ok)} targets met")
