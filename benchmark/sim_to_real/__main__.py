@@ -38,6 +38,9 @@ def parse(argv: list[str] | None = None) -> Config:
                    help="before each point wait for other jobs to use at most this many cores")
     p.add_argument("--quiet-wait-s", type=float, default=d.quiet_wait_s,
                    help="... for up to this many seconds (0: no wait)")
+    p.add_argument("--nice", type=int, default=d.nice,
+                   help="autogroup niceness of the servers and clients while measured (root; "
+                   "0: unchanged)")
     p.add_argument("--no-host-probe", action="store_true",
                    help="skip the tiny-model replay that measures the host share")
     p.add_argument("--reuse", default="", help="re-simulate the real runs of this results JSON "
@@ -48,7 +51,7 @@ def parse(argv: list[str] | None = None) -> Config:
                  systems=[s for s in a.systems.split(",") if s], model=a.model, scale=a.scale,
                  chunk=a.chunk, kv_tokens=a.kv_tokens, seed=a.seed, tag=a.tag,
                  out_dir=a.out_dir, reuse=a.reuse,
-                 quiet_cores=a.quiet_cores, quiet_wait_s=a.quiet_wait_s,
+                 quiet_cores=a.quiet_cores, quiet_wait_s=a.quiet_wait_s, nice=a.nice,
                  host_probe=not a.no_host_probe)
     unknown = set(cfg.systems) - set(REAL_SYSTEMS)
     if unknown:

@@ -6,6 +6,11 @@ time the server's threads were runnable, the share they waited for a core (sched
 delay / (run time + delay)): 0 on a quiet machine, 0.5 when every forward took twice as long
 for want of a core. Timings of a contended run are not comparable to a quiet one; the report
 prints both next to every point. `wait_for_quiet` holds a run back until others leave a core.
+
+`set_autogroup_nice`: Linux gives every session (autogroup, `sched_autogroup_enabled`) an equal
+share of the cores whatever its processes' own niceness, and a server started in a session of
+its own (`local_server.Server`) then competes with each other session on the machine as an
+equal; a negative autogroup niceness (root) gives it its core back while it is measured.
 """
 
 from __future__ import annotations
@@ -63,6 +68,18 @@ def group_sched_s(pgid: int) -> tuple[float, float]:
                 continue
             run, wait = run + int(a), wait + int(b)
     return run / 1e9, wait / 1e9
+
+
+def set_autogroup_nice(pid: int | str, nice: int) -> int | None:
+    """Set the niceness of `pid`'s autogroup (``"self"`` for this process); returns the old
+    one, or None where the kernel has no autogroups or refuses (not root)."""
+    path = Path(f"/proc/{pid}/autogroup")
+    try:
+        old = int(path.read_text().split("nice")[1])
+        path.write_text(str(nice))
+    except (OSError, IndexError, ValueError):
+        return None
+    return old
 
 
 def own_cpu_s() -> float:

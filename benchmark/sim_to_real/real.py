@@ -20,21 +20,24 @@ tokenizer, detokenizer and client.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 import subprocess
+import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from benchmark.serving.compare import Config, run_bench
-from benchmark.sim_to_real.cpu_meter import CpuMeter, wait_for_quiet
+from benchmark.sim_to_real.cpu_meter import CpuMeter, set_autogroup_nice, wait_for_quiet
+from benchmark.sim_to_real.sglang_log import window_stats
 from benchmark.sim_to_real.simulate import summarize
 from sglang_duet.local_server import Server
 
 SERVER_ENV = {"OMP_NUM_THREADS": "1"}
+# every server logs each batch (`sglang_log`): the schedule it ran, per load point
+COMMON_FLAGS = ("--decode-log-interval", "1")
 
 
 @dataclass(frozen=True)
@@ -43,12 +46,13 @@ class RealSystem:
     stock: bool
     flags: tuple[str, ...]
     chunked: bool  # takes the benchmark's chunk size
+    mixed: bool = True  # extend batches carry the running decodes
 
 
 REAL_SYSTEMS = {
     s.name: s for s in (
         RealSystem("sglang-chunked", True, ("--enable-mixed-chunk",), True),
-        RealSystem("sglang-default", True, (), False),
+        RealSystem("sglang-default", True, (), False, mixed=False),
         RealSystem("duet-aggregated", False, ("--duet-mode", "aggregated"), True),
     )
 }
@@ -90,12 +94,14 @@ def _bench_cfg(model: str, n: int, seed: int, timeout_s: float) -> Config:
 
 def run_system(system: RealSystem, model: str, chunk: int, points: list[tuple[float, int, str]],
                work: str, progress=print, seed: int = 0, timeout_s: float = 600.0,
-               extra: tuple[str, ...] = (), quiet: tuple[float, float] = (0.5, 0.0)) -> dict:
+               extra: tuple[str, ...] = (), quiet: tuple[float, float] = (0.5, 0.0),
+               nice: int = 0) -> dict:
     """Start the server, warm it up (the first 8 requests of the last point, unmeasured), replay
     every (qps, requests, file) point, stop it. Plan logs of duet land in `work`. `quiet`:
     (cores, seconds) -- before each point wait up to that long for other jobs to use at most
-    that many cores (`cpu_meter.wait_for_quiet`; 0 s: no wait)."""
-    args = ["--model-path", model, *system.flags, *extra]
+    that many cores (`cpu_meter.wait_for_quiet`; 0 s: no wait). `nice`: the server session's
+    autogroup niceness while it runs (`cpu_meter.set_autogroup_nice`; 0: unchanged)."""
+    args = ["--model-path", model, *system.flags, *COMMON_FLAGS, *extra]
     if system.chunked:
         args += ["--chunked-prefill-size", str(chunk)]
     plan_log = os.path.join(work, f"plan_{system.name}")
@@ -107,6 +113,9 @@ def run_system(system: RealSystem, model: str, chunk: int, points: list[tuple[fl
     os.environ.update(SERVER_ENV)
     try:
         t0 = time.time()
+        if nice:  # as soon as the server's session exists (its start-up is long on a busy CPU)
+            threading.Thread(target=_renice_when_started, args=(srv, nice, entry),
+                             daemon=True).start()
         srv.start(timeout=420)
         entry["start_s"] = round(time.time() - t0, 1)
         entry["command"] = " ".join(srv.command()[1:])
@@ -125,8 +134,12 @@ def run_system(system: RealSystem, model: str, chunk: int, points: list[tuple[fl
             with open(os.path.join(work, f"bench_{system.name}_qps{q:g}.log"), "w") as log, \
                     CpuMeter(srv.proc.pid) as meter:
                 try:
-                    run["metrics"] = real_metrics(run_bench(_bench_cfg(model, n, seed, timeout_s),
-                                                            srv.port, path, q, out, log))
+                    res = run_bench(_bench_cfg(model, n, seed, timeout_s), srv.port, path, q,
+                                    out, log)
+                    run["metrics"] = real_metrics(res)
+                    end = time.time()  # the timed part: after bench_serving's warm-up request
+                    run["window"] = [round(end - float(res.get("duration") or 0.0), 3),
+                                     round(end, 3)]
                 except (subprocess.SubprocessError, OSError, ValueError, IndexError) as e:
                     run["error"] = f"{type(e).__name__}: {e}"
             run["cpu"] = meter.result()
@@ -141,6 +154,10 @@ def run_system(system: RealSystem, model: str, chunk: int, points: list[tuple[fl
         progress(f"[sim_to_real] {system.name}: failed ({str(e)[-300:]})")
     finally:
         srv.stop()
+        text = srv.log(tail=0)
+        for run in entry["runs"]:  # the schedule SGLang logged in each point's window
+            if run.get("window"):
+                run["schedule"] = window_stats(text, tuple(run["window"]), system.mixed)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -150,9 +167,10 @@ def run_system(system: RealSystem, model: str, chunk: int, points: list[tuple[fl
     return entry
 
 
-def probe_log(work: str, name: str) -> list[dict]:
-    """The busy lines of one plan log (for the host-overhead probe)."""
-    rows = []
-    for p in sorted(glob.glob(os.path.join(work, f"plan_{name}.tp*"))):
-        rows += [json.loads(x) for x in open(p) if x.strip()]
-    return [r for r in rows if r.get("mode") != "idle"]
+def _renice_when_started(srv: Server, nice: int, entry: dict, timeout_s: float = 60.0) -> None:
+    deadline = time.time() + timeout_s
+    while srv.proc is None and time.time() < deadline:
+        time.sleep(0.05)
+    ok = srv.proc is not None and set_autogroup_nice(srv.proc.pid, nice) is not None
+    entry["autogroup_nice"] = nice if ok else "not set"
+

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from benchmark.sim_to_real.simulate import METRICS
 
+# column titles of the simulation variants (`compare_runs`)
+VARIANTS = {"plain": "no overlap rule", "shared": "duet's profile"}
 LATENCY_TOL = 0.25
 THROUGHPUT_TOL = 0.15
 SATURATED = 0.9
@@ -21,9 +23,10 @@ def ratio(sim: float | None, real: float | None) -> float | None:
 
 
 def compare_runs(real_runs: list[dict], sim_runs: dict[float, dict],
-                 sim_plain: dict[float, dict] | None = None) -> list[dict]:
-    """One row per (load point, metric): real, sim, ratio, target, ok; `sim_plain`: the stock
-    systems' simulation without the overlap emission rule (its ratio in `ratio_plain`)."""
+                 variants: dict[str, dict[float, dict]] | None = None) -> list[dict]:
+    """One row per (load point, metric): real, sim, ratio, target, ok; `variants`: other
+    simulations of the same points (e.g. without the overlap emission rule), each ratio in
+    ``ratio_<name>``."""
     rows = []
     last = max((r["qps"] for r in real_runs if r.get("metrics")), default=None)
     for run in real_runs:
@@ -41,10 +44,48 @@ def compare_runs(real_runs: list[dict], sim_runs: dict[float, dict],
                    "target": f"+-{tol:.0%}" if targeted else None,
                    "ok": (r is not None and abs(r - 1) <= tol) if targeted else None,
                    "others_cores": run.get("cpu", {}).get("others_cores")}
-            if sim_plain is not None:
-                row["ratio_plain"] = ratio(sim_plain[q].get(key), m.get(key))
+            for name, runs in (variants or {}).items():
+                row[f"ratio_{name}"] = ratio(runs[q].get(key), m.get(key))
             rows.append(row)
     return rows
+
+
+SCHEDULE_KEYS = ("decode_only_iterations", "mixed_iterations", "prefill_only_iterations",
+                 "decode_rows_mean", "decode_rows_max", "prefill_tokens_mean")
+
+
+def compare_schedules(real_runs: list[dict], sim_runs: dict[float, dict]) -> list[dict]:
+    """Per load point, what SGLang's log says the server ran (`sglang_log`) next to what the
+    simulator ran, and for duet the loop seconds per iteration kind (plan log vs simulator)."""
+    rows = []
+    for run in real_runs:
+        real, sim = run.get("schedule"), sim_runs.get(run["qps"], {})
+        if not real or not sim.get("schedule"):
+            continue
+        row = {"qps": run["qps"], **{k: (real.get(k), sim["schedule"].get(k))
+                                     for k in SCHEDULE_KEYS}}
+        if run.get("busy_s"):
+            row["busy_s"] = {k: (v, sim["busy_s"].get(k)) for k, v in run["busy_s"].items()}
+        rows.append(row)
+    return rows
+
+
+def schedule_table(rows: list[dict]) -> str:
+    if not rows:
+        return ""
+    busy = any("busy_s" in r for r in rows)
+    head = "| QPS | " + " | ".join(k.replace("_", " ") for k in SCHEDULE_KEYS) + " |"
+    head += " busy s decode / mixed / prefill-only |" if busy else ""
+    out = ["\nSchedule, real (SGLang's log) / sim:\n", head,
+           "|" + "---|" * (head.count("|") - 1)]
+    for r in rows:
+        cells = [_fmt(r["qps"])] + [f"{_fmt(r[k][0])} / {_fmt(r[k][1])}" for k in SCHEDULE_KEYS]
+        if busy:
+            b = r.get("busy_s") or {}
+            cells.append(", ".join(f"{_fmt(b[k][0])} / {_fmt(b[k][1])}" for k in
+                                   ("decode_only", "mixed", "prefill_only") if k in b))
+        out.append("| " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 def _fmt(x) -> str:
@@ -64,16 +105,17 @@ def table(results: dict) -> str:
         if not rows:
             out.append(f"not compared: {entry.get('status')} {entry.get('reason') or ''}\n")
             continue
-        plain = "ratio_plain" in rows[0]
-        head = "| QPS | metric | real | sim | sim/real |" + (" no overlap rule |" if plain else "")
+        extra = [k for k in rows[0] if k.startswith("ratio_")]
+        head = "| QPS | metric | real | sim | sim/real |" + "".join(
+            f" {VARIANTS.get(k[6:], k[6:])} |" for k in extra)
         out.append(head + " target | ok | others (cores) |")
         out.append("|" + "---|" * (head.count("|") + 2))
         for r in rows:
             cells = [r["qps"], r["metric"], r["real"], r["sim"], r["ratio"]]
-            if plain:
-                cells.append(r["ratio_plain"])
+            cells += [r[k] for k in extra]
             cells += [r["target"], r["ok"], r["others_cores"]]
             out.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
+        out.append(schedule_table(entry.get("schedule_comparison") or []))
     return "\n".join(out) + "\n"
 
 
@@ -99,10 +141,20 @@ def markdown(results: dict, tag: str) -> str:
     per = ", ".join(f"{k} {x['met']}/{x['targeted']}" for k, x in v["per_system"].items())
     out = [f"# Simulator vs real SGLang on this CPU ({tag})\n",
            f"Targets met: {v['all']['met']} of {v['all']['targeted']} ({per}).\n",
-           "| system | server settings (as logged) | sim budget |", "|---|---|---|"]
-    for name, e in results["systems"].items():
-        out.append(f"| {name} | {_fmt(e.get('settings'))} | {_fmt(e.get('sim_budget'))} |")
+           "| system | server settings (as logged) | sim budget | sim calibration | its "
+           "iterations, held-out MAPE |", "|---|---|---|---|---|"]
     prof = results.get("profile") or {}
+    own = prof.get("per_system") or {}
+    for name, e in results["systems"].items():
+        fit = prof if name == "duet-aggregated" else own.get(name, {})
+        out.append(f"| {name} | {_fmt(e.get('settings'))} | {_fmt(e.get('sim_budget'))} | "
+                   f"{_fmt(e.get('sim_calibration'))} | {_fmt(fit.get('samples'))}, "
+                   f"{_fmt(fit.get('heldout_mape'))} |")
+    if own.get("duet-aggregated", {}).get("heldout_mape") is not None:
+        d = own["duet-aggregated"]
+        out.append(f"\nCheck of the log method: duet's own SGLang log gives "
+                   f"{d['samples']} periods, held-out MAPE {d['heldout_mape']} (its plan log: "
+                   f"{prof.get('samples')}, {prof.get('heldout_mape')}).")
     out.append("\nCPU profile: " + ", ".join(f"{k} {_fmt(prof.get(k))}" for k in PROFILE_KEYS))
     shares = (prof.get("host_share") or {}).get("classes") or {}
     if shares:

@@ -98,3 +98,18 @@ def plan_log_samples(paths: Iterable[str | Path], hardware: str, model: str
         waitfree += free
     return samples, {"lines": used, "sched_gap_ms_median": round(1e3 * float(np.median(gaps)), 3)
                      if gaps else None, "wait_free_lines": waitfree}
+
+
+def busy_in_window(paths: Iterable[str | Path], window: tuple[float, float]) -> dict:
+    """Seconds of loop period per iteration kind (decode_only, mixed, prefill_only) of the
+    lines recorded inside `window` (wall clock), like `simulate.busy_by_kind`."""
+    out = {"decode_only": 0.0, "mixed": 0.0, "prefill_only": 0.0}
+    for rows in read_plan_log(paths):
+        secs, _, _ = periods(rows)
+        for r, sec in zip(rows, secs, strict=True):
+            if r.get("end_s") is None or not window[0] <= r["end_s"] <= window[1]:
+                continue
+            kind = ("mixed" if r["decode_rids"] else "prefill_only") if r["prefill"] \
+                else "decode_only"
+            out[kind] += sec
+    return {k: round(v, 3) for k, v in out.items()}

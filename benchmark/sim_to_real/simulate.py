@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from benchmark.sim_to_real.sglang_log import schedule_stats
 from sglang_duet.sim import SimConfig
 from sglang_duet.sim.arrivals import Workload
 from sglang_duet.sim.engine import Simulation
@@ -30,16 +31,17 @@ class SimSystem:
     policy: str
     duet_mode: str = "adaptive"
     overlap: bool = False  # stock SGLang's overlap loop (token emission rule above)
+    mixed: bool = True  # extend batches carry the running decodes (mixed chunked prefill)
 
 
 # Real system name -> its simulator policy (benchmark.serving's names, and this benchmark's
 # duet-aggregated); pdmux and duet run synchronous loops (overlap scheduling off).
 SIM_SYSTEMS = {
     "sglang-chunked": SimSystem("sglang-chunked", overlap=True),
-    "sglang-default": SimSystem("sglang-default", overlap=True),
+    "sglang-default": SimSystem("sglang-default", overlap=True, mixed=False),
     "duet-aggregated": SimSystem("duet", duet_mode="aggregated"),
     "duet": SimSystem("duet"),
-    "sglang-pdmux": SimSystem("sglang-pdmux"),
+    "sglang-pdmux": SimSystem("sglang-pdmux", mixed=False),
 }
 
 
@@ -58,10 +60,13 @@ def summarize(ttft_s: np.ndarray, gaps_s: np.ndarray, completed: int, duration_s
     }
 
 
-def _recorder(rep) -> tuple[list[float], list[float]]:
-    """Record the replica's iteration starts and ends (wrapping its two methods)."""
+def _recorder(rep) -> tuple[list[float], list[float], list[tuple[str, int, int, float]]]:
+    """Record the replica's iteration starts and ends, and each iteration as (kind, decode
+    rows, prefill tokens, seconds), SGLang's log kinds (`sglang_log`): a decode stretch of m
+    steps is m decode iterations (wrapping its two methods)."""
     starts: list[float] = []
     ends: list[float] = []
+    its: list[tuple[str, int, int, float]] = []
     start0, finish0 = rep.start, rep.finish
 
     def start(now: float, horizon: float):
@@ -71,11 +76,19 @@ def _recorder(rep) -> tuple[list[float], list[float]]:
         return end
 
     def finish(now: float) -> None:
+        step_times, dreqs, chunks = rep._pending
+        t0 = starts[-1] if starts else now
+        if chunks:
+            its.append(("extend", len(dreqs), sum(n for _, n in chunks), now - t0))
+        else:
+            prev = [t0, *list(step_times)[:-1]]
+            its.extend(("decode", len(dreqs), 0, b - a) for a, b in zip(prev, step_times,
+                                                                       strict=True))
         ends.append(now)
         finish0(now)
 
     rep.start, rep.finish = start, finish
-    return starts, ends
+    return starts, ends, its
 
 
 def overlap_emission(times: np.ndarray, steps: np.ndarray, starts: list[float],
@@ -105,7 +118,7 @@ def simulate_point(system: str, workload: Workload, model: str, hardware: str,
                     activation_reserve_gb=0.0)
     sim = Simulation(cfg, workload)
     (rep,) = sim.replicas
-    starts, ends = _recorder(rep)
+    starts, ends, its = _recorder(rep)
     res = sim.run()
     times, owner, done = token_times(res)
     if spec.overlap and overlap_rule:
@@ -122,6 +135,17 @@ def simulate_point(system: str, workload: Workload, model: str, hardware: str,
     last = float(t.max()) if t.size else 0.0
     out = summarize(first - arrival, gaps, n, last - float(workload.arrival_s.min()),
                     int(sum(r.output_len for r in done)))
-    out["mode_share"] = {k: v for k, v in sorted(rep.mode_iters.items())}
     out["preemptions"] = rep.preemptions
+    out["schedule"] = schedule_stats([(k, r, t) for k, r, t, _ in its], spec.mixed)
+    out["busy_s"] = busy_by_kind([(k, r, sec) for k, r, _, sec in its], spec.mixed)
     return out
+
+
+def busy_by_kind(its: list[tuple[str, int, float]], mixed: bool) -> dict:
+    """Seconds spent per iteration kind (decode_only, mixed, prefill_only)."""
+    out = {"decode_only": 0.0, "mixed": 0.0, "prefill_only": 0.0}
+    for kind, rows, sec in its:
+        key = "decode_only" if kind == "decode" else ("mixed" if mixed and rows
+                                                      else "prefill_only")
+        out[key] += sec
+    return {k: round(v, 3) for k, v in out.items()}

@@ -19,7 +19,7 @@ def test_one_point_end_to_end(tmp_path):
 
     cfg = Config(qps=[4.0], min_requests=6, max_requests=6, systems=["duet-aggregated"],
                  model=str(default_model_path()), chunk=64, tag="smoke",
-                 out_dir=str(tmp_path / "out"), quiet_wait_s=0.0, host_probe=False)
+                 out_dir=str(tmp_path / "out"), quiet_wait_s=0.0, host_probe=False, nice=0)
     lines: list[str] = []
     res = run(cfg, progress=lines.append, work=str(tmp_path / "work"))
     duet = res["systems"]["duet-aggregated"]

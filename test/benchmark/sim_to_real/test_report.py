@@ -14,8 +14,8 @@ def test_ratios_targets_and_saturation():
     real = [{"qps": 1.0, "metrics": metrics(100.0, 10.0, 1.0), "cpu": {"others_cores": 0.2}},
             {"qps": 4.0, "metrics": metrics(1000.0, 50.0, 2.0), "cpu": {}}]
     sim = {1.0: metrics(120.0, 13.0, 1.0), 4.0: metrics(700.0, 50.0, 2.2)}
-    rows = report.compare_runs(real, sim, {1.0: metrics(100.0, 10.0, 1.0),
-                                           4.0: metrics(1000.0, 50.0, 2.0)})
+    rows = report.compare_runs(real, sim, {"plain": {1.0: metrics(100.0, 10.0, 1.0),
+                                                     4.0: metrics(1000.0, 50.0, 2.0)}})
     by = {(r["qps"], r["metric"]): r for r in rows}
     assert by[1.0, "ttft_p50_ms"]["ratio"] == 1.2 and by[1.0, "ttft_p50_ms"]["ok"]
     assert by[1.0, "tbt_p50_ms"]["ratio"] == 1.3 and by[1.0, "tbt_p50_ms"]["ok"] is False
@@ -28,6 +28,7 @@ def test_ratios_targets_and_saturation():
     v = report.verdict(results)
     assert v["per_system"]["s"] == {"met": 5, "targeted": 9} and v["all"]["targeted"] == 9
     md = report.table(results)
+    assert "no overlap rule |" in md
     assert "| 4 | throughput_rps | 2 | 2.2 | 1.1 | 1 | +-15% | yes |" in md
     assert "not compared: failed x" in md
 

@@ -52,7 +52,13 @@ def test_plain_chunked_is_duet_aggregated_and_the_rule_only_delays(profile):
 def test_default_runs_prefill_only_iterations(profile):
     model, hw = profile
     out = simulate_point("sglang-default", workload(), model, hw, "default", 4096, 16384)
-    assert out["mode_share"].get("prefill_only", 0) > 0 and "aggregated" not in out["mode_share"]
+    sched = out["schedule"]
+    assert sched["prefill_only_iterations"] > 0 and sched["mixed_iterations"] == 0
+    assert sched["decode_only_iterations"] > 0 and out["busy_s"]["mixed"] == 0.0
+    chunked = simulate_point("sglang-chunked", workload(), model, hw, "default", 128, 16384)
+    assert chunked["schedule"]["mixed_iterations"] > 0
+    busy = sum(chunked["busy_s"].values())
+    assert 0 < busy <= chunked["duration_s"] + 1e-9  # iterations fit in the run
 
 
 def test_the_kv_cap_is_sglangs_pool(profile):
