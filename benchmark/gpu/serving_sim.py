@@ -4,7 +4,7 @@ For each system the serving step ran, and each of its QPS points, the replay fil
 sent (`--arrival poisson-replay`: lengths and arrival times known here) becomes a simulator
 `Workload`; the system's simulator policy (`benchmark.sim_to_real.simulate.SIM_SYSTEMS`) runs it
 on the model the servers ran (its config.json), the GPU's hardware profile and a calibration,
-with the chunk size and KV pool the server logged (`sim_to_real.real.server_settings`).
+with the chunk size, KV pool and page size the server logged (`sim_to_real.real.server_settings`).
 Compared, with the sim_to_real definitions (pooled inter-token gaps for TBT): TTFT P50/P99,
 TBT P50/P99 (bench_serving's median TTFT, P99 TTFT, our P50 of its ITLs, its P99 ITL) and
 request throughput. `ratio` = predicted / measured; `ok` uses item 6's tolerances (+-25% for
@@ -63,8 +63,10 @@ def predict_system(name: str, entry: dict, replay_dir: Path, model_config: str, 
             continue
         wl = to_workload(rows, f"{name} qps {q:g}")
         try:
+            page = settings.get("page_size")
             pred = simulate_point(name, wl, model_config, hardware, calibration, budget,
-                                  kv if isinstance(kv, int) else None, overlap_rule=False)
+                                  kv if isinstance(kv, int) else None, overlap_rule=False,
+                                  page_size=page if isinstance(page, int) else None)
         except (ValueError, RuntimeError) as e:
             out["points"][f"{q:g}"] = {"error": f"{type(e).__name__}: {e}"}
             continue

@@ -20,6 +20,7 @@ from benchmark.sim_to_real.simulate import simulate_point
 from benchmark.sim_to_real.workload import LoadPoint, build_point, to_workload, write_point
 from benchmark.stamp import ROOT, write_result
 from sglang_duet.calibrate.samples import write_samples
+from sglang_duet.sim.kvcache import PAGE_SIZE
 
 RESULTS_DIR = os.path.join(str(ROOT), "benchmark", "results", "sim_to_real")
 
@@ -225,19 +226,23 @@ def _simulate(cfg: Config, results: dict, reqs: dict, progress) -> None:
         budget = cfg.chunk if REAL_SYSTEMS[name].chunked else int(
             settings.get("chunked_prefill_size") or 8192)
         kv = int(settings.get("max_total_num_tokens") or cfg.kv_tokens)
+        page = settings.get("page_size") if isinstance(settings.get("page_size"), int) else None
         cal = shared if name == "duet-aggregated" or not own.get(name, {}).get(
             "calibration") else absolute(own[name]["calibration"])
         sims: dict[float, dict] = {}
         variants: dict[str, dict[float, dict]] = {}
         for q, (_, rows) in reqs.items():
             wl = to_workload(rows, f"{name} qps {q:g}")
-            sims[q] = simulate_point(name, wl, model, hw, cal, budget, kv)
+            sims[q] = simulate_point(name, wl, model, hw, cal, budget, kv, page_size=page)
             if cal != shared:
-                variants.setdefault("shared", {})[q] = simulate_point(name, wl, model, hw,
-                                                                      shared, budget, kv)
+                variants.setdefault("shared", {})[q] = simulate_point(
+                    name, wl, model, hw, shared, budget, kv, page_size=page)
             if REAL_SYSTEMS[name].stock:
                 variants.setdefault("plain", {})[q] = simulate_point(
-                    name, wl, model, hw, cal, budget, kv, overlap_rule=False)
+                    name, wl, model, hw, cal, budget, kv, overlap_rule=False, page_size=page)
+            if page != PAGE_SIZE:  # the simulator's own default page, before it took SGLang's
+                variants.setdefault("page16", {})[q] = simulate_point(
+                    name, wl, model, hw, cal, budget, kv)
         entry["sim"] = {f"{q:g}": s for q, s in sims.items()}
         entry["sim_budget"], entry["sim_calibration"] = budget, rel(cal)
         entry["comparison"] = report.compare_runs(entry["runs"], sims, variants)

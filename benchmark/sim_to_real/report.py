@@ -10,7 +10,7 @@ from __future__ import annotations
 from benchmark.sim_to_real.simulate import METRICS
 
 # column titles of the simulation variants (`compare_runs`)
-VARIANTS = {"plain": "no overlap rule", "shared": "duet's profile"}
+VARIANTS = {"plain": "no overlap rule", "shared": "duet's profile", "page16": "16-token pages"}
 LATENCY_TOL = 0.25
 THROUGHPUT_TOL = 0.15
 SATURATED = 0.9

@@ -108,14 +108,14 @@ def overlap_emission(times: np.ndarray, steps: np.ndarray, starts: list[float],
 
 def simulate_point(system: str, workload: Workload, model: str, hardware: str,
                    calibration: str, token_budget: int, max_total_tokens: int | None,
-                   overlap_rule: bool = True) -> dict:
+                   overlap_rule: bool = True, page_size: int | None = None) -> dict:
     """Metrics of one simulated run; with `overlap_rule` False the stock systems' tokens keep
     the simulator's own times (the CPU report shows both; on a GPU the rule does not apply)."""
     spec = SIM_SYSTEMS[system]
     cfg = SimConfig(trace="-", policy=spec.policy, model=model, hardware=hardware,
                     calibration=calibration, gpus=1, tp=1, token_budget=token_budget,
                     duet_mode=spec.duet_mode, max_total_tokens=max_total_tokens,
-                    activation_reserve_gb=0.0)
+                    page_size=page_size, activation_reserve_gb=0.0)
     sim = Simulation(cfg, workload)
     (rep,) = sim.replicas
     starts, ends, its = _recorder(rep)

@@ -33,3 +33,28 @@ def test_model_from_a_config_path(tmp_path):
     assert sim.model.num_layers == 4 and sim.sizing.capacity_tokens == 2048
     res = sim.run()
     assert all(r.finish_s > 0 for r in res.requests)
+
+
+def test_page_size_is_sglangs_token_granularity(tmp_path):
+    """SGLang allocates KV per token by default (page 1, `_page_size_default`); 16-token pages
+    waste up to 15 tokens per request, which a tight pool feels."""
+    from sglang_duet.sim.arrivals import fixed_workload
+    from sglang_duet.sim.engine import Simulation
+
+    wl = fixed_workload(97, 40, 50.0, 30)  # a burst: the pool, not the budget, limits admission
+    peak, ttft = {}, {}
+    for page in (None, 1):
+        sim = Simulation(SimConfig(gpus=1, max_total_tokens=2048, page_size=page,
+                                   policy="sglang-chunked"), wl)
+        assert sim.sizing.capacity_tokens == 2048
+        assert sim.replicas[0].kv.page_size == (page or 16)
+        res = sim.run()
+        rep = res.replicas[0]
+        peak[page] = rep.kv.peak_used * rep.kv.page_size
+        ttft[page] = sorted(r.first_token_s - r.arrival_s for r in res.requests)[15]
+        assert all(r.finish_s > 0 for r in res.requests)
+    assert peak[1] <= 2048 and peak[None] <= 2048
+    # 97 + 40 tokens = 137 per request: 9 pages (144 tokens) at 16, so fewer fit at once
+    assert ttft[1] < 0.75 * ttft[None]
+    with pytest.raises(ValueError, match="page-size"):
+        SimConfig(page_size=0).validate()

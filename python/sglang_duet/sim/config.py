@@ -40,6 +40,8 @@ class SimConfig:
     activation_reserve_gb: float = _f(2.0, "GPU memory kept for activations (GB)")
     max_total_tokens: int | None = _f(None, "cap on the KV pool in tokens (SGLang's "
                                       "--max-total-tokens); default: what memory allows")
+    page_size: int | None = _f(None, "KV page in tokens (SGLang's --page-size: 1 by default, "
+                               "arg_groups/overrides.py _page_size_default); default: 16")
 
     def validate(self) -> SimConfig:
         """Raise ValueError (one line) on values no run can use."""
@@ -67,6 +69,8 @@ class SimConfig:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
         if self.max_total_tokens is not None and self.max_total_tokens < 1:
             raise ValueError("--max-total-tokens must be >= 1")
+        if self.page_size is not None and self.page_size < 1:
+            raise ValueError("--page-size must be >= 1")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

@@ -39,7 +39,7 @@ from sglang_duet.policy import SmMenu
 from .arrivals import Workload
 from .config import SimConfig
 from .executor import Executor
-from .kvcache import KvCache, KvSizing, pages_for, size_kv_cache
+from .kvcache import PAGE_SIZE, KvCache, KvSizing, pages_for, size_kv_cache
 from .policies import PlanContext, PolicySpec, get_policy
 from .replica import Flavor, Replica
 from .request import Request
@@ -84,9 +84,10 @@ class Simulation:
         self.replica_tp = cfg.gpus // 2 if disagg else cfg.tp
         model = resolve_model(cfg.model, tp=self.replica_tp)  # a name or a config path
         self.model = model
+        page = cfg.page_size or PAGE_SIZE
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9),
-                                    max_tokens=cfg.max_total_tokens)
+                                    page, max_tokens=cfg.max_total_tokens)
         self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration))
         budget = self.spec.token_budget or cfg.token_budget
         ctx = PlanContext(self.latency, SmMenu.tpc_masks(hw.num_sms, hw.sms_per_tpc),
@@ -95,7 +96,7 @@ class Simulation:
         flavor = Flavor.of(self.spec.flavor)
 
         def replica(i: int, role: str = "mixed", hand_off=None) -> Replica:
-            return Replica(i, self.spec.make(ctx), executor, KvCache(self.sizing.num_pages),
+            return Replica(i, self.spec.make(ctx), executor, KvCache(self.sizing.num_pages, page),
                            flavor, budget, role, hand_off,  # type: ignore[arg-type]
                            reuse_predictions)
 
@@ -211,7 +212,8 @@ class Simulation:
         requests = [Request(i, arr[i], inp[i], out[i]) for i in range(n)]
         cap_entry = self.sizing.num_pages
         if self._own:  # round-robin: the j-th admitted arrival goes to replica j % N
-            fits = [pages_for(inp[j] + out[j]) <= cap_entry for j in range(n)]
+            page = self.sizing.page_size
+            fits = [pages_for(inp[j] + out[j], page) <= cap_entry for j in range(n)]
             times = [arr[j] for j in range(n) if fits[j]]
             nrep = len(self.replicas)
             self._own_times = [times[k::nrep] for k in range(nrep)]
@@ -239,7 +241,7 @@ class Simulation:
                 r = requests[i]
                 i += 1
                 self._next_arrival = arr[i] if i < n else INF
-                if pages_for(r.prompt_len + r.output_len) > cap_entry:
+                if pages_for(r.prompt_len + r.output_len, self.sizing.page_size) > cap_entry:
                     r.rejected = True
                     continue
                 rep = self.router.pick(self.entry, r, ta)
