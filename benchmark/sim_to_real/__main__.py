@@ -44,7 +44,8 @@ def parse(argv: list[str] | None = None) -> Config:
     p.add_argument("--no-host-probe", action="store_true",
                    help="skip the tiny-model replay that measures the host share")
     p.add_argument("--reuse", default="", help="re-simulate the real runs of this results JSON "
-                   "with its fitted profile (no server is started)")
+                   "(no server is started) with its fitted profiles, or, when --work-dir is its "
+                   "work dir, with profiles fitted again from the logs there")
     a = p.parse_args(argv)
     cfg = Config(qps=[float(q) for q in a.qps.split(",") if q.strip()], run_s=a.run_s,
                  min_requests=a.min_requests, max_requests=a.max_requests,

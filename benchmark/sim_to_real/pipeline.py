@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ class Config:
     quiet_wait_s: float = 60.0  # ... for up to this long (cpu_meter.wait_for_quiet)
     nice: int = -10  # autogroup niceness of servers and clients (0: unchanged), see run()
     host_probe: bool = True  # also replay one point on the tiny model (host share, host.py)
+    repeat: bool = True  # replay duet's points twice: the real side's own run-to-run spread
     probe_qps: float = 2.0  # that point (one of `qps`)
 
     def points(self) -> list[LoadPoint]:
@@ -110,13 +112,18 @@ def _run(cfg: Config, progress, work: str | None) -> dict:
     os.makedirs(cfg.out_dir, exist_ok=True)
     reqs = _requests(cfg, model, work)
     prefix = _prefix(cfg)
-    if cfg.reuse:
+    if cfg.reuse:  # the real runs of an earlier results JSON
         with open(cfg.reuse) as f:
             old = json.load(f)
-        drop = ("comparison", "schedule_comparison", "sim")
+        drop = ("comparison", "schedule_comparison", "sim", "repeatability")
         systems = {k: {kk: vv for kk, vv in v.items() if kk not in drop}
                    for k, v in old["systems"].items()}
         profile = old["profile"]
+        logs = sorted(glob.glob(os.path.join(work, "plan_duet-aggregated.tp*")))
+        if logs and "duet-aggregated" in systems:  # its work dir is here: fit again
+            systems["duet-aggregated"]["plan_logs"] = logs
+            profile = {**_analyse(model, systems, work, prefix, progress),
+                       "host_share": old["profile"].get("host_share")}
     else:
         systems = {}
         for name in sorted(cfg.systems, key=lambda n: n != "duet-aggregated"):  # duet first
@@ -124,20 +131,17 @@ def _run(cfg: Config, progress, work: str | None) -> dict:
             systems[name] = run_system(REAL_SYSTEMS[name], model, cfg.chunk, points, work,
                                        progress, cfg.seed, extra=_kv_flag(cfg),
                                        quiet=(cfg.quiet_cores, cfg.quiet_wait_s),
-                                       nice=cfg.nice)
-        profile = _fit(model, systems, prefix, progress)
-        if profile.get("calibration"):
-            profile["per_system"] = _fit_logs(systems, work, profile, prefix, progress)
-        duet = systems.get("duet-aggregated") or {}
-        for run in duet.get("runs", []):  # measured loop time per iteration kind
-            if run.get("window") and duet.get("plan_logs"):
-                run["busy_s"] = busy_in_window(duet["plan_logs"], tuple(run["window"]))
+                                       nice=cfg.nice,
+                                       passes=2 if cfg.repeat and name == "duet-aggregated"
+                                       else 1)
+        profile = _analyse(model, systems, work, prefix, progress)
         if cfg.host_probe and cfg.probe_qps in reqs and systems.get("duet-aggregated"):
             profile["host_share"] = _host_probe(cfg, reqs[cfg.probe_qps], systems, work,
                                                 progress)
-        for entry in systems.values():  # temporary paths stay out of the results
-            entry["plan_logs"] = len(entry.get("plan_logs") or [])
-            entry["command"] = (entry.get("command") or "").replace(model, "MODEL")
+    for entry in systems.values():  # temporary paths stay out of the results
+        if isinstance(entry.get("plan_logs"), list):
+            entry["plan_logs"] = len(entry["plan_logs"])
+        entry["command"] = (entry.get("command") or "").replace(model, "MODEL")
     results = {"config": asdict(cfg), "profile": profile, "systems": systems}
     if profile.get("calibration"):
         _simulate(cfg, results, reqs, progress)
@@ -147,6 +151,19 @@ def _run(cfg: Config, progress, work: str | None) -> dict:
         f.write(report.markdown(results, cfg.tag))
     results["outputs"] = [prefix + ".json", prefix + ".md"]
     return results
+
+
+def _analyse(model: str, systems: dict, work: str, prefix: str, progress) -> dict:
+    """The profiles (duet's plan log, each system's SGLang log) and duet's measured busy time
+    per iteration kind, from the work dir of the real runs."""
+    profile = _fit(model, systems, prefix, progress)
+    if profile.get("calibration"):
+        profile["per_system"] = _fit_logs(systems, work, profile, prefix, progress)
+    duet = systems.get("duet-aggregated") or {}
+    for run in duet.get("runs", []) + duet.get("repeat_runs", []):
+        if run.get("window") and duet.get("plan_logs"):
+            run["busy_s"] = busy_in_window(duet["plan_logs"], tuple(run["window"]))
+    return profile
 
 
 def _fit(model: str, systems: dict, prefix: str, progress) -> dict:
@@ -200,7 +217,8 @@ def _fit_logs(systems: dict, work: str, profile: dict, prefix: str, progress) ->
         if entry.get("status") != "ran" or not os.path.exists(log):
             continue
         with open(log, errors="replace") as f:
-            samples = log_samples(f.read(), hw, model, REAL_SYSTEMS[name].mixed)
+            samples = log_samples(f.read(), hw, model, REAL_SYSTEMS[name].mixed,
+                                  overlap=REAL_SYSTEMS[name].stock)
         try:
             fit = fit_profile(samples, f"{prefix}_calibration_{name}.json")
         except ValueError as e:
@@ -246,6 +264,9 @@ def _simulate(cfg: Config, results: dict, reqs: dict, progress) -> None:
         entry["sim"] = {f"{q:g}": s for q, s in sims.items()}
         entry["sim_budget"], entry["sim_calibration"] = budget, rel(cal)
         entry["comparison"] = report.compare_runs(entry["runs"], sims, variants)
+        if entry.get("repeat_runs"):  # the second measurement, compared like the simulator
+            again = {r["qps"]: r["metrics"] for r in entry["repeat_runs"] if r.get("metrics")}
+            entry["repeatability"] = report.compare_runs(entry["runs"], again)
         entry["schedule_comparison"] = report.compare_schedules(entry["runs"], sims)
         ok = [r["ok"] for r in entry["comparison"] if r["ok"] is not None]
         progress(f"[sim_to_real] {name}: {sum(ok)}/{len(ok)} targets met")

@@ -95,12 +95,14 @@ def _bench_cfg(model: str, n: int, seed: int, timeout_s: float) -> Config:
 def run_system(system: RealSystem, model: str, chunk: int, points: list[tuple[float, int, str]],
                work: str, progress=print, seed: int = 0, timeout_s: float = 600.0,
                extra: tuple[str, ...] = (), quiet: tuple[float, float] = (0.5, 0.0),
-               nice: int = 0) -> dict:
+               nice: int = 0, passes: int = 1) -> dict:
     """Start the server, warm it up (the first 8 requests of the last point, unmeasured), replay
     every (qps, requests, file) point, stop it. Plan logs of duet land in `work`. `quiet`:
     (cores, seconds) -- before each point wait up to that long for other jobs to use at most
     that many cores (`cpu_meter.wait_for_quiet`; 0 s: no wait). `nice`: the server session's
-    autogroup niceness while it runs (`cpu_meter.set_autogroup_nice`; 0: unchanged)."""
+    autogroup niceness while it runs (`cpu_meter.set_autogroup_nice`; 0: unchanged). With
+    `passes` 2 the points are replayed a second time on the same server (`repeat_runs`): how
+    far two measurements of one system agree, the floor under any simulator's error."""
     args = ["--model-path", model, *system.flags, *COMMON_FLAGS, *extra]
     if system.chunked:
         args += ["--chunked-prefill-size", str(chunk)]
@@ -126,24 +128,27 @@ def run_system(system: RealSystem, model: str, chunk: int, points: list[tuple[fl
         with open(os.path.join(work, f"warmup_{system.name}.log"), "w") as log:
             run_bench(_bench_cfg(model, min(8, points[-1][1]), seed, timeout_s), srv.port, path,
                       q, os.path.join(work, f"warmup_{system.name}.jsonl"), log)
-        for q, n, path in points:
-            out = os.path.join(work, f"bench_{system.name}_qps{q:g}.jsonl")
+        for k, (q, n, path) in enumerate(points * passes):
+            second = k >= len(points)
+            out = os.path.join(work, f"bench_{system.name}_qps{q:g}{'_2' if second else ''}.jsonl")
             run: dict = {"qps": q, "requests": n}
             if quiet[1] > 0:
                 run["quiet_wait"] = wait_for_quiet(srv.proc.pid, quiet[0], quiet[1])
-            with open(os.path.join(work, f"bench_{system.name}_qps{q:g}.log"), "w") as log, \
+            with open(out[:-len(".jsonl")] + ".log", "w") as log, \
                     CpuMeter(srv.proc.pid) as meter:
                 try:
                     res = run_bench(_bench_cfg(model, n, seed, timeout_s), srv.port, path, q,
                                     out, log)
                     run["metrics"] = real_metrics(res)
-                    end = time.time()  # the timed part: after bench_serving's warm-up request
+                    # the timed part: bench_serving writes its result as it ends (its start-up
+                    # and warm-up request come before, its exit after)
+                    end = os.path.getmtime(out)
                     run["window"] = [round(end - float(res.get("duration") or 0.0), 3),
                                      round(end, 3)]
                 except (subprocess.SubprocessError, OSError, ValueError, IndexError) as e:
                     run["error"] = f"{type(e).__name__}: {e}"
             run["cpu"] = meter.result()
-            entry["runs"].append(run)
+            entry.setdefault("repeat_runs" if second else "runs", []).append(run)
             m = run.get("metrics")
             progress(f"[sim_to_real] {system.name} qps={q:g}: " + (
                 f"{m['completed']}/{n}, {m['throughput_rps']} req/s, TTFT p50 "
@@ -155,7 +160,7 @@ def run_system(system: RealSystem, model: str, chunk: int, points: list[tuple[fl
     finally:
         srv.stop()
         text = srv.log(tail=0)
-        for run in entry["runs"]:  # the schedule SGLang logged in each point's window
+        for run in entry["runs"] + entry.get("repeat_runs", []):  # what SGLang logged per point
             if run.get("window"):
                 run["schedule"] = window_stats(text, tuple(run["window"]), system.mixed)
         for k, v in saved.items():

@@ -34,7 +34,7 @@ def compare_runs(real_runs: list[dict], sim_runs: dict[float, dict],
         if not m:
             continue
         q = run["qps"]
-        s = sim_runs[q]
+        s = sim_runs.get(q, {})
         saturated = q == last and (m["throughput_rps"] or 0) < SATURATED * q
         for key in METRICS:
             tol = THROUGHPUT_TOL if key == "throughput_rps" else LATENCY_TOL
@@ -45,7 +45,7 @@ def compare_runs(real_runs: list[dict], sim_runs: dict[float, dict],
                    "ok": (r is not None and abs(r - 1) <= tol) if targeted else None,
                    "others_cores": run.get("cpu", {}).get("others_cores")}
             for name, runs in (variants or {}).items():
-                row[f"ratio_{name}"] = ratio(runs[q].get(key), m.get(key))
+                row[f"ratio_{name}"] = ratio(runs.get(q, {}).get(key), m.get(key))
             rows.append(row)
     return rows
 
@@ -116,6 +116,16 @@ def table(results: dict) -> str:
             cells += [r["target"], r["ok"], r["others_cores"]]
             out.append("| " + " | ".join(_fmt(c) for c in cells) + " |")
         out.append(schedule_table(entry.get("schedule_comparison") or []))
+        rep = entry.get("repeatability") or []
+        if rep:
+            out.append("\nRepeatability, a second real pass / the first (same server, same "
+                       "requests):\n")
+            out.append("| QPS | " + " | ".join(METRICS) + " |")
+            out.append("|" + "---|" * (len(METRICS) + 1))
+            for q in sorted({r["qps"] for r in rep}):
+                by = {r["metric"]: r["ratio"] for r in rep if r["qps"] == q}
+                out.append(f"| {_fmt(q)} | " + " | ".join(_fmt(by.get(k)) for k in METRICS)
+                           + " |")
     return "\n".join(out) + "\n"
 
 

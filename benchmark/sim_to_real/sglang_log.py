@@ -15,10 +15,11 @@ wall-clock window (one second of slack on each side).
 
 Loop periods (`log_samples`): each line's throughput figure is its tokens over the time since
 the previous line *of the same kind* (`gap_latency`), so where two lines of one kind follow
-each other the second one's period is ``tokens / throughput``; its batch is rebuilt from the
-line (prefill rows: #new-seq chunks of equal length with nothing cached; decode rows: the
-running requests, each with the mean context ``#token / B`` of the nearest decode line). These
-are the calibration samples of the stock servers, which have no plan log.
+each other that time is one loop period: the line's own batch's in a synchronous loop, the
+next batch's in SGLang's overlap loop (see `log_samples`). The batch is rebuilt from its line
+(prefill rows: #new-seq chunks of equal length with nothing cached; decode rows: the running
+requests, each with the mean context ``#token / B`` of the nearest decode line). These are the
+calibration samples of the stock servers, which have no plan log.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ _DECODE = re.compile(r"Decode batch.*?#running-req: (\d+).*?#queue-req: (\d+)")
 _TOKENS = re.compile(r"#token: (\d+)")
 _RATE = re.compile(r"(?:input|gen) throughput \(token/s\): ([\d.]+)")
 MAX_PERIOD_S = 5.0  # a longer implied period means the loop waited: not a sample
+MIN_PERIOD_S = 0.002  # no forward of a real batch is this short: processing only
 
 
 def parse_iterations(text: str) -> list[tuple[float, str, int, int, int]]:
@@ -79,20 +81,14 @@ def window_stats(text: str, window: tuple[float, float], mixed: bool) -> dict:
     return schedule_stats(its, mixed)
 
 
-def log_samples(text: str, hardware: str, model: str, mixed: bool,
-                window: tuple[float, float] | None = None) -> list:
-    """Calibration samples (`calibrate.samples.Sample`) of the periods SGLang's log implies,
-    optionally only of lines inside `window`."""
-    from sglang_duet.calibrate.samples import Sample
-    from sglang_duet.latency import Batch
-
-    out, prev, ctx = [], None, 0
+def _batches(text: str, mixed: bool) -> list[tuple[float, str, list, list, int, float]]:
+    """Per batch line: (time, kind, q rows, c rows, tokens it counts, throughput)."""
+    out, ctx = [], 0
     for line in text.splitlines():
         m = _STAMP.match(line)
         p, d = _PREFILL.search(line), _DECODE.search(line)
         if not m or not (p or d):
             continue
-        kind = "extend" if p else "decode"
         t = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp()
         rate = _RATE.search(line)
         if d:
@@ -105,10 +101,33 @@ def log_samples(text: str, hardware: str, model: str, mixed: bool,
             each = [tokens // seqs + (i < tokens % seqs) for i in range(seqs)] if seqs else []
             dec = rows if mixed else 0
             q, c = [1] * dec + each, [ctx] * dec + [0] * len(each)
-        inside = window is None or window[0] - 1 <= t <= window[1] + 1
-        if prev == kind and rate and float(rate.group(1)) > 0 and inside and q:
-            sec = tokens / float(rate.group(1))
-            if 0 < sec <= MAX_PERIOD_S:
-                out.append(Sample(hardware, model, 1, None, Batch(q, c), sec))
-        prev = kind
+        out.append((t, "decode" if d else "extend", q, c, tokens,
+                    float(rate.group(1)) if rate else 0.0))
+    return out
+
+
+def log_samples(text: str, hardware: str, model: str, mixed: bool, overlap: bool = False,
+                window: tuple[float, float] | None = None) -> list:
+    """Calibration samples (`calibrate.samples.Sample`) of the periods SGLang's log implies,
+    optionally only of lines inside `window`. `overlap`: the server ran SGLang's overlap loop
+    (`Scheduler.event_loop_overlap`), which processes -- and logs -- batch N after launching
+    N+1, so line N is written when N+1 ends and its gap since line N-1 is N+1's period: the
+    period then goes with the next line's batch (a last line before an idle loop, whose gap
+    is only the processing, falls under `MIN_PERIOD_S`)."""
+    from sglang_duet.calibrate.samples import Sample
+    from sglang_duet.latency import Batch
+
+    lines = _batches(text, mixed)
+    out = []
+    for k in range(1, len(lines)):
+        t, kind, _, _, tokens, rate = lines[k]
+        target = k + 1 if overlap else k
+        if lines[k - 1][1] != kind or rate <= 0 or target >= len(lines):
+            continue
+        if window is not None and not window[0] - 1 <= t <= window[1] + 1:
+            continue
+        q, c = lines[target][2], lines[target][3]
+        sec = tokens / rate
+        if q and MIN_PERIOD_S <= sec <= MAX_PERIOD_S:
+            out.append(Sample(hardware, model, 1, None, Batch(q, c), sec))
     return out

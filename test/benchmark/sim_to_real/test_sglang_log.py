@@ -76,3 +76,20 @@ def test_periods_of_consecutive_lines_of_one_kind_become_samples():
     later = log_samples(log, "h100-sxm", "qwen3-8b", mixed=True,
                         window=(t("22:19:00"), t("22:19:02")))
     assert len(later) == 2
+
+
+def test_the_overlap_loop_logs_a_batch_when_the_next_one_ends():
+    """event_loop_overlap: line N is written after batch N+1 ran, so the gap it reports is
+    N+1's period; a last line before an idle loop reports only processing time."""
+    from benchmark.sim_to_real.sglang_log import log_samples
+
+    d = ("[2026-12-01 22:19:0{s}] Decode batch, #running-req: {b}, #token: {tok}, token "
+         "usage: 0.1, cpu graph: False, gen throughput (token/s): {rate}, #queue-req: 0\n")
+    log = (d.format(s=0, b=2, tok=200, rate=20.0) + d.format(s=1, b=2, tok=202, rate=40.0)
+           + d.format(s=2, b=4, tok=400, rate=80.0) + d.format(s=3, b=4, tok=404, rate=4000.0))
+    sync = log_samples(log, "h100-sxm", "qwen3-8b", mixed=True)
+    assert [(s.batch.n, round(s.seconds, 4)) for s in sync] == [(2, 0.05), (4, 0.05)]
+    ov = log_samples(log, "h100-sxm", "qwen3-8b", mixed=True, overlap=True)
+    # line 2's gap (2/40 s) is line 3's batch of 4; line 3's goes with line 4's batch; line
+    # 4's (1 ms: processing only) has no next batch
+    assert [(s.batch.n, round(s.seconds, 4)) for s in ov] == [(4, 0.05), (4, 0.05)]
