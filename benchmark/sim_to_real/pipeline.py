@@ -119,12 +119,14 @@ def _run(cfg: Config, progress, work: str | None) -> dict:
         systems = {k: {kk: vv for kk, vv in v.items() if kk not in drop}
                    for k, v in old["systems"].items()}
         profile = old["profile"]
+        measured = old.get("measured") or old.get("stamp")  # when the real runs were made
         logs = sorted(glob.glob(os.path.join(work, "plan_duet-aggregated.tp*")))
         if logs and "duet-aggregated" in systems:  # its work dir is here: fit again
             systems["duet-aggregated"]["plan_logs"] = logs
             profile = {**_analyse(model, systems, work, prefix, progress),
                        "host_share": old["profile"].get("host_share")}
     else:
+        measured = None
         systems = {}
         for name in sorted(cfg.systems, key=lambda n: n != "duet-aggregated"):  # duet first
             points = [(q, len(rows), path) for q, (path, rows) in reqs.items()]
@@ -143,6 +145,8 @@ def _run(cfg: Config, progress, work: str | None) -> dict:
             entry["plan_logs"] = len(entry["plan_logs"])
         entry["command"] = (entry.get("command") or "").replace(model, "MODEL")
     results = {"config": asdict(cfg), "profile": profile, "systems": systems}
+    if measured:
+        results["measured"] = measured
     if profile.get("calibration"):
         _simulate(cfg, results, reqs, progress)
     results["verdict"] = report.verdict(results)
@@ -267,6 +271,7 @@ def _simulate(cfg: Config, results: dict, reqs: dict, progress) -> None:
         if entry.get("repeat_runs"):  # the second measurement, compared like the simulator
             again = {r["qps"]: r["metrics"] for r in entry["repeat_runs"] if r.get("metrics")}
             entry["repeatability"] = report.compare_runs(entry["runs"], again)
-        entry["schedule_comparison"] = report.compare_schedules(entry["runs"], sims)
+        entry["schedule_comparison"] = report.compare_schedules(entry["runs"], sims,
+                                                                variants.get("page16"))
         ok = [r["ok"] for r in entry["comparison"] if r["ok"] is not None]
         progress(f"[sim_to_real] {name}: {sum(ok)}/{len(ok)} targets met")

@@ -54,9 +54,11 @@ SCHEDULE_KEYS = ("decode_only_iterations", "mixed_iterations", "prefill_only_ite
                  "decode_rows_mean", "decode_rows_max", "prefill_tokens_mean")
 
 
-def compare_schedules(real_runs: list[dict], sim_runs: dict[float, dict]) -> list[dict]:
+def compare_schedules(real_runs: list[dict], sim_runs: dict[float, dict],
+                      page16: dict[float, dict] | None = None) -> list[dict]:
     """Per load point, what SGLang's log says the server ran (`sglang_log`) next to what the
-    simulator ran, and for duet the loop seconds per iteration kind (plan log vs simulator)."""
+    simulator ran, for duet the loop seconds per iteration kind (plan log vs simulator), and
+    the running decodes the simulator reached with its former 16-token pages (`page16`)."""
     rows = []
     for run in real_runs:
         real, sim = run.get("schedule"), sim_runs.get(run["qps"], {})
@@ -66,6 +68,8 @@ def compare_schedules(real_runs: list[dict], sim_runs: dict[float, dict]) -> lis
                                      for k in SCHEDULE_KEYS}}
         if run.get("busy_s"):
             row["busy_s"] = {k: (v, sim["busy_s"].get(k)) for k, v in run["busy_s"].items()}
+        if page16 and page16.get(run["qps"], {}).get("schedule"):
+            row["decode_rows_max_page16"] = page16[run["qps"]]["schedule"]["decode_rows_max"]
         rows.append(row)
     return rows
 
@@ -74,12 +78,16 @@ def schedule_table(rows: list[dict]) -> str:
     if not rows:
         return ""
     busy = any("busy_s" in r for r in rows)
+    p16 = any("decode_rows_max_page16" in r for r in rows)
     head = "| QPS | " + " | ".join(k.replace("_", " ") for k in SCHEDULE_KEYS) + " |"
+    head += " sim decode rows max, 16-token pages |" if p16 else ""
     head += " busy s decode / mixed / prefill-only |" if busy else ""
     out = ["\nSchedule, real (SGLang's log) / sim:\n", head,
            "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
         cells = [_fmt(r["qps"])] + [f"{_fmt(r[k][0])} / {_fmt(r[k][1])}" for k in SCHEDULE_KEYS]
+        if p16:
+            cells.append(_fmt(r.get("decode_rows_max_page16")))
         if busy:
             b = r.get("busy_s") or {}
             cells.append(", ".join(f"{_fmt(b[k][0])} / {_fmt(b[k][1])}" for k in
@@ -150,9 +158,13 @@ def markdown(results: dict, tag: str) -> str:
     v = results["verdict"]
     per = ", ".join(f"{k} {x['met']}/{x['targeted']}" for k, x in v["per_system"].items())
     out = [f"# Simulator vs real SGLang on this CPU ({tag})\n",
-           f"Targets met: {v['all']['met']} of {v['all']['targeted']} ({per}).\n",
-           "| system | server settings (as logged) | sim budget | sim calibration | its "
-           "iterations, held-out MAPE |", "|---|---|---|---|---|"]
+           f"Targets met: {v['all']['met']} of {v['all']['targeted']} ({per}).\n"]
+    if results.get("measured"):
+        m = results["measured"]
+        out.append(f"Real runs: commit {m.get('commit')}, {m.get('date')}, `{m.get('command')}`; "
+                   "simulated again from their logs (`--reuse`).\n")
+    out += ["| system | server settings (as logged) | sim budget | sim calibration | its "
+            "iterations, held-out MAPE |", "|---|---|---|---|---|"]
     prof = results.get("profile") or {}
     own = prof.get("per_system") or {}
     for name, e in results["systems"].items():

@@ -64,3 +64,12 @@ def test_tolerances_and_saturation():
     assert out["ttft_p50_ms"]["ok"] is True and out["tbt_p99_ms"]["ok"] is False
     assert out["throughput_rps"]["ok"] is True  # 1.067, within 15%
     assert compare_point(MEASURED, pred, qps=1.5)["throughput_rps"]["ok"] is None  # kept up
+
+
+def test_the_dry_run_predicts_with_the_cpu_profile(tmp_path):
+    from benchmark.gpu.serving_check import sim_profile
+    from sglang_duet.latency import Calibration, get_hardware
+
+    hw, cal = sim_profile(True, tmp_path)
+    assert get_hardware(hw).name == "cpu-2x-zen2"
+    assert cal == "default" or Calibration.load(cal).n_samples > 0
