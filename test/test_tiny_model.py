@@ -43,3 +43,17 @@ def test_tokenizer_round_trips_and_has_chat_template():
 def test_greedy_output_is_not_one_repeated_token():
     out = hf_greedy([5, 100, 7, 900, 33, 1500], 24)
     assert len(set(out)) > 8
+
+
+def test_sizes_share_the_recipe_and_reject_unknown_names():
+    import pytest
+
+    from sglang_duet.latency import ModelSpec
+    from sglang_duet.tiny_model import SIZES
+
+    spec = ModelSpec.from_hf_config(dict(SIZES["cpu-bench"], model_type="qwen3",
+                                         torch_dtype="float32"))
+    assert 150e6 < spec.weight_bytes < 300e6  # "a few hundred MB fp32"
+    assert SIZES["cpu-bench"]["vocab_size"] == SIZES["tiny"]["vocab_size"]  # one tokenizer
+    with pytest.raises(ValueError, match="unknown model size"):
+        default_model_path(size="huge")

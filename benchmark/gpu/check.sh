@@ -4,7 +4,8 @@
 #     -m gpu over test/; they record the %smid sets of the granted splits), Fig 3a
 #     (sm_scaling), concurrent_check, the kernel/partition tests against the real driver;
 #   stage 2 (<= 300 s, real SGLang from the carry folder): python -m benchmark.gpu.serving_check
-#     (spatial == aggregated greedy outputs, latency model vs plan log, bench_serving vs stock).
+#     (spatial == aggregated greedy outputs, latency model vs plan log, bench_serving vs stock,
+#     and the simulator's prediction of that same bench_serving slice next to it).
 # Each step is folded into OUT_DIR/stage<N>.json as soon as it ends (benchmark.gpu.collect).
 # OUT_DIR gets at most 6 files: check.log, summary.json, stage1.json, stage2.json,
 # sm_scaling.png, logs.tar.gz (server and plan logs). Needs no internet.

@@ -9,7 +9,9 @@ Steps, each folded into OUT.json (benchmark.stamp.write_result) as soon as it en
 2. `latency_model`: the spatial server's plan log (`--duet-plan-log`): predicted vs measured
    iteration time per mode.
 3. `serving`: `benchmark.serving` on an azure-code slice at two QPS points, stock SGLang chunked
-   prefill vs sglang-duet (adaptive), plus SGLang's pdmux when it runs here.
+   prefill vs sglang-duet (adaptive), plus SGLang's pdmux when it runs here; arrivals drawn here
+   (`--arrival poisson-replay`) so that the simulator's prediction of the same slice
+   (`serving_sim.py`) sits next to each measurement (`simulated`, and `sim_vs_real` ratios).
 
 On the GPU the model is a Qwen3-8B config written here with the embedded tiny model's tokenizer
 and `--load-format dummy` (random weights, the same seed in every server); attention is SGLang's
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.gpu.plan_log import summarize_plan_log
+from benchmark.gpu.serving_sim import attach_predictions
 from benchmark.stamp import write_result
 
 # Qwen3-8B's published config.json (hidden, layers, heads, vocab); weights are random.
@@ -152,12 +155,29 @@ def bench_systems(plan: Plan) -> list:
             else SYSTEMS[s] for s in plan.systems]
 
 
-def step_serving(plan: Plan, model: str, work: Path, deadline: float, save) -> dict:
+def sim_profile(dry_run: bool, work: Path) -> tuple[str, str]:
+    """(hardware, calibration) the simulator predicts with: on a GPU the device's built-in
+    profile and the published H100/H200 fit; in a CPU dry run this machine's CPU profile and,
+    when committed, its fitted calibration (benchmark/results/sim_to_real)."""
+    if not dry_run:
+        from sglang_duet.runtime.components import detect_hardware
+
+        return detect_hardware("auto", "cuda").name, "published-h100"
+    from benchmark.sim_to_real.profile import write_hardware
+
+    hw = write_hardware(work / "cpu_hardware.json")
+    cal = Path(__file__).resolve().parents[1] / "results" / "sim_to_real" / "cpu_calibration.json"
+    return hw, str(cal) if cal.exists() else "default"
+
+
+def step_serving(plan: Plan, model: str, work: Path, deadline: float, save,
+                 profile: tuple[str, str] = ("h200", "published-h100")) -> dict:
     """One `benchmark.serving` comparison per system, so each system's runs are saved when it
-    ends; pdmux (optional) only starts with at least MIN_SYSTEM_S left."""
+    ends; pdmux (optional) only starts with at least MIN_SYSTEM_S left. Each system's
+    simulated prediction is attached as soon as its runs are in."""
     from benchmark.serving.compare import Config, compare
 
-    out: dict = {"ok": False, "systems": {}}
+    out: dict = {"ok": False, "systems": {}, "sim_vs_real": {}}
     for system in bench_systems(plan):
         left = deadline - time.time()
         if left < MIN_SYSTEM_S:
@@ -168,7 +188,8 @@ def step_serving(plan: Plan, model: str, work: Path, deadline: float, save) -> d
                      num_requests=plan.bench_requests, scale=plan.scale,
                      chunked_prefill_size=plan.chunk, server_args=list(plan.server_args),
                      ttft_slo_ms=1000.0, tbt_slo_ms=100.0, tag=f"serving_{system.name}",
-                     out_dir=str(work / "serving"), warmup_pass=False, run_timeout_s=left)
+                     out_dir=str(work / "serving"), warmup_pass=False, run_timeout_s=left,
+                     arrival="poisson-replay")
         try:
             res = compare(cfg, progress=lambda m: print(m, flush=True),
                           work=str(work / "serving_work"))
@@ -180,6 +201,15 @@ def step_serving(plan: Plan, model: str, work: Path, deadline: float, save) -> d
             out.setdefault("errors", []).append(f"{system.name}: {type(e).__name__}: {e}")
         out.update(config=res["config"], conversion=res["conversion"])
         out["systems"][system.name] = res["systems"][system.name]
+        try:
+            table = attach_predictions({"systems": {system.name: out["systems"][system.name]}},
+                                       work, model, *profile)
+            out["sim_vs_real"].update(table)
+            print(f"[stage2] sim/real {system.name}: {json.dumps(table.get(system.name))}",
+                  flush=True)
+        except Exception as e:  # noqa: BLE001 - a failed prediction must not lose the runs
+            out.setdefault("errors", []).append(f"{system.name} simulation: "
+                                                f"{type(e).__name__}: {e}")
         # Must run: stock chunked prefill and duet, every QPS with a summary; pdmux may not.
         out["ok"] = all(
             out["systems"].get(s, {}).get("status") == "ran"
@@ -218,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                     "model": model, "work": str(work), "steps": {}}
     steps = [("equality", lambda: step_equality(plan, model, work)),
              ("latency_model", lambda: step_latency(work)),
-             ("serving", lambda: step_serving(plan, model, work, deadline, partial("serving")))]
+             ("serving", lambda: step_serving(plan, model, work, deadline, partial("serving"),
+                                              sim_profile(a.cpu_dry_run, work)))]
     def partial(name):
         def save(result: dict) -> None:
             report["steps"][name] = result

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from benchmark.serving.compare import RESULTS_DIR, Config, compare
+from benchmark.serving.convert import ARRIVALS
 from benchmark.serving.systems import SYSTEMS, parse_systems
 from benchmark.serving.traces import TRACES
 from sglang_duet.local_server import cuda_available
@@ -28,8 +29,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
                    help="scale for output lengths only (default: --scale)")
     p.add_argument("--num-requests", type=int, default=50)
     p.add_argument("--sample", choices=["uniform", "first"], default="uniform")
-    p.add_argument("--arrival", choices=["poisson", "trace"], default="poisson",
-                   help="Poisson at each QPS, or the trace's own gaps rescaled to each QPS")
+    p.add_argument("--arrival", choices=list(ARRIVALS), default="poisson",
+                   help="Poisson at each QPS (bench_serving's draw, or poisson-replay: drawn "
+                   "here, sent as timestamps), or the trace's own gaps rescaled to each QPS")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--chunked-prefill-size", type=int, default=None,
                    help="for sglang-chunked and duet (default 256 on CPU, SGLang's on GPU)")

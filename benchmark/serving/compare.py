@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from benchmark.serving import report
 from benchmark.serving.convert import (
+    TIMESTAMPED,
     PromptBuilder,
     convert,
     model_max_len,
@@ -84,7 +85,7 @@ def build_requests(cfg: Config, work: str) -> dict[float, tuple[str, dict]]:
 def run_bench(cfg: Config, url_port: int, replay: str, qps: float, out_file: str,
               log) -> dict:
     cmd = [sys.executable, "-m", "benchmark.serving.replay", "--replay-file", replay]
-    if cfg.arrival == "trace":
+    if cfg.arrival in TIMESTAMPED:
         cmd.append("--trace-timestamps")
     cmd += ["--", "--backend", "sglang", "--host", "127.0.0.1", "--port", str(url_port),
             "--dataset-name", "custom", "--dataset-path", replay,

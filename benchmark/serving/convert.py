@@ -12,7 +12,9 @@ Rules (also in README.md):
   share that prompt prefix, as the radix cache expects.
 * arrivals: `poisson` leaves timing to bench_serving (`--request-rate Q`, seeded); `trace` keeps
   the trace's gaps, rescaled so the sample's mean rate is Q (Mooncake's 3-second buckets then
-  arrive as bursts).
+  arrive as bursts); `poisson-replay` draws the Poisson times here with the simulator's rule
+  (`sglang_duet.sim.arrivals.poisson_times`) and bench_serving sends them as timestamps, so a
+  simulation of the same requests sees the same arrivals.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from benchmark.serving.traces import MOONCAKE_BLOCK, TraceRequest, load_trace
+
+ARRIVALS = ("poisson", "trace", "poisson-replay")
+TIMESTAMPED = ("trace", "poisson-replay")  # sent at the file's timestamps (--trace-timestamps)
 
 
 @dataclass(frozen=True)
@@ -113,10 +118,15 @@ def convert(reqs: list[TraceRequest], tokenizer, scale: float = 1.0, max_len: in
     builder = builder or PromptBuilder(tokenizer, seed)
     block = max(1, round(MOONCAKE_BLOCK * scale))
     stamps: list[float | None] = [None] * len(reqs)
-    if arrival == "trace":
+    if arrival in TIMESTAMPED:
         if not qps:
-            raise ValueError("arrival='trace' needs a qps to rescale to")
-        stamps = list(trace_arrivals_ms(reqs, qps))
+            raise ValueError(f"arrival={arrival!r} needs a qps")
+        if arrival == "trace":
+            stamps = list(trace_arrivals_ms(reqs, qps))
+        else:
+            from sglang_duet.sim.arrivals import poisson_times
+
+            stamps = [1000.0 * t for t in poisson_times(len(reqs), qps, seed).tolist()]
     elif arrival != "poisson":
         raise ValueError(f"unknown arrival {arrival!r}")
     out, clipped = [], 0
@@ -169,7 +179,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--num-requests", type=int, default=100)
     p.add_argument("--sample", choices=["uniform", "first"], default="uniform")
     p.add_argument("--scale", type=float, default=1.0)
-    p.add_argument("--arrival", choices=["poisson", "trace"], default="poisson")
+    p.add_argument("--arrival", choices=list(ARRIVALS), default="poisson")
     p.add_argument("--qps", type=float, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)

@@ -5,7 +5,11 @@ std 0.2, so greedy decoding does not collapse onto one repeated token). Nothing 
 the tokenizer is trained with the `tokenizers` library on Python standard-library sources that
 ship with every interpreter.
 
-    python -m sglang_duet.tiny_model OUT_DIR [--seed S]
+Sizes (`SIZES`): `tiny` (the default: ~0.4 MB, every iteration is SGLang's host overhead) and
+`cpu-bench` (~200 MB fp32, same tokenizer: a CPU iteration is dominated by the model's matmuls,
+what benchmark/sim_to_real needs to check the simulator's scheduling against real SGLang).
+
+    python -m sglang_duet.tiny_model OUT_DIR [--seed S] [--size tiny|cpu-bench]
 """
 
 from __future__ import annotations
@@ -41,6 +45,15 @@ MODEL_CONFIG = dict(
     initializer_range=0.2,
     rope_theta=10000.0,
 )
+# Same tokenizer and layout, 4 layers of hidden 1024 / MLP 3072 (50M parameters, 200 MB fp32):
+# a 2-core CPU decode step streams the weights (~20 ms) and a 256-token prefill is ~25 GFLOP,
+# both well above SGLang's per-iteration host time. Default init std (0.02): not an oracle.
+SIZES: dict[str, dict] = {
+    "tiny": MODEL_CONFIG,
+    "cpu-bench": dict(MODEL_CONFIG, hidden_size=1024, intermediate_size=3072,
+                      num_hidden_layers=4, num_attention_heads=16, num_key_value_heads=4,
+                      head_dim=64, initializer_range=0.02),
+}
 
 
 def _corpus() -> list[str]:
@@ -78,12 +91,19 @@ def build_tokenizer(out_dir: Path) -> None:
     fast.save_pretrained(str(out_dir))
 
 
-def build_model(out_dir: Path, seed: int) -> None:
+def _size_config(size: str) -> dict:
+    try:
+        return SIZES[size]
+    except KeyError:
+        raise ValueError(f"unknown model size {size!r}; choices: {', '.join(SIZES)}") from None
+
+
+def build_model(out_dir: Path, seed: int, size: str = "tiny") -> None:
     import torch
     from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
     eos_id = SPECIAL_TOKENS.index("<|endoftext|>")
-    cfg = Qwen3Config(**MODEL_CONFIG, bos_token_id=eos_id, eos_token_id=eos_id,
+    cfg = Qwen3Config(**_size_config(size), bos_token_id=eos_id, eos_token_id=eos_id,
                       torch_dtype="float32")
     torch.manual_seed(seed)
     model = Qwen3ForCausalLM(cfg).to(torch.float32)
@@ -93,15 +113,17 @@ def build_model(out_dir: Path, seed: int) -> None:
     )
 
 
-def write_tiny_model(out_dir: str | os.PathLike, seed: int = 0) -> Path:
-    """Write the tiny model and tokenizer to `out_dir` (deterministic for a seed)."""
+def write_tiny_model(out_dir: str | os.PathLike, seed: int = 0, size: str = "tiny") -> Path:
+    """Write the model of `size` and the tokenizer to `out_dir` (deterministic for a seed)."""
+    _size_config(size)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     build_tokenizer(out)
-    build_model(out, seed)
-    (out / "sglang_duet_tiny.json").write_text(
-        json.dumps({"format_version": FORMAT_VERSION, "seed": seed}) + "\n"
-    )
+    build_model(out, seed, size)
+    meta = {"format_version": FORMAT_VERSION, "seed": seed}
+    if size != "tiny":
+        meta["size"] = size
+    (out / "sglang_duet_tiny.json").write_text(json.dumps(meta) + "\n")
     return out
 
 
@@ -112,9 +134,11 @@ def cache_dir() -> Path:
     return Path(root)
 
 
-def default_model_path(seed: int = 0) -> Path:
+def default_model_path(seed: int = 0, size: str = "tiny") -> Path:
     """Build once (under a file lock), then reuse, the embedded model in the cache directory."""
-    target = cache_dir() / f"tiny-qwen3-v{FORMAT_VERSION}-s{seed}"
+    _size_config(size)
+    prefix = "tiny-qwen3" if size == "tiny" else f"qwen3-{size}"
+    target = cache_dir() / f"{prefix}-v{FORMAT_VERSION}-s{seed}"
     marker = target / "sglang_duet_tiny.json"
     if marker.exists():
         return target
@@ -126,7 +150,7 @@ def default_model_path(seed: int = 0) -> Path:
         logger.info("building the embedded tiny model in %s (once)", target)
         tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
         try:
-            write_tiny_model(tmp, seed)
+            write_tiny_model(tmp, seed, size)
             if target.exists():
                 shutil.rmtree(target)
             os.replace(tmp, target)
@@ -140,8 +164,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m sglang_duet.tiny_model", description=__doc__)
     p.add_argument("out_dir")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--size", choices=list(SIZES), default="tiny")
     args = p.parse_args(argv)
-    path = write_tiny_model(args.out_dir, args.seed)
+    path = write_tiny_model(args.out_dir, args.seed, args.size)
     print(path)
 
 

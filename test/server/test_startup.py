@@ -22,7 +22,7 @@ def parser():
     (["--max-total-tok", "999"], "max_total_tokens"),
     (["--attention-back", "triton"], "attention_backend"),
     (["--attention-backend=triton"], "attention_backend"),
-    (["--duet-tbt", "50"], "duet_tbt_slo_ms"),
+    (["--duet-tbt-s", "50"], "duet_tbt_slo_ms"),
 ])
 def test_abbreviations_count_as_explicit(parser, argv, dest):
     """The CPU defaults must not override a flag given in abbreviated form."""

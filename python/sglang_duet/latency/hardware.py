@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
-from dataclasses import dataclass, replace
+import os
+from dataclasses import asdict, dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -109,11 +111,26 @@ HARDWARE: dict[str, HardwareSpec] = {
 HARDWARE_ALIASES: dict[str, str] = {"h100": "h100-sxm", "a100": "a100-80g"}
 
 
-def get_hardware(name: str) -> HardwareSpec:
-    """Built-in profile by name or alias; ValueError naming the accepted names otherwise."""
-    try:
-        return HARDWARE[HARDWARE_ALIASES.get(name, name)]
-    except KeyError:
-        raise ValueError(
-            f"unknown hardware {name!r}; accepted: {', '.join(sorted(HARDWARE))}"
-        ) from None
+def save_hardware(spec: HardwareSpec, path: str | os.PathLike) -> None:
+    """Write `spec` as JSON (its fields), for `get_hardware(path)` to read back."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(json.dumps(asdict(spec), indent=2) + "\n")
+
+
+def get_hardware(name: str | os.PathLike) -> HardwareSpec:
+    """Built-in profile by name or alias, or a profile JSON written by `save_hardware` (e.g. a
+    measured CPU, benchmark/sim_to_real); ValueError naming the accepted names otherwise."""
+    key = os.fspath(name)
+    spec = HARDWARE.get(HARDWARE_ALIASES.get(key, key))
+    if spec is not None:
+        return spec
+    if key.endswith(".json") and os.path.isfile(key):
+        with open(key, encoding="utf-8") as f:
+            data = json.load(f)
+        try:
+            return HardwareSpec(**data)
+        except TypeError as e:
+            raise ValueError(f"{key}: not a hardware profile ({e})") from None
+    raise ValueError(
+        f"unknown hardware {key!r}; accepted: {', '.join(sorted(HARDWARE))} or a profile JSON"
+    )

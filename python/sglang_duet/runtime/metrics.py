@@ -108,9 +108,11 @@ class DuetMetrics:
 def plan_log_line(plan: BatchPlan, measured_s: float, decode_steps: int, limited: str) -> dict:
     """One plan-log record: the plan as executed plus what was measured, so predicted and
     measured iteration times can be compared offline (`measured_s` is the host wall time of
-    the iteration, seconds; `decode_steps` the look-ahead steps the spatial decode ran)."""
+    the iteration, seconds; `decode_steps` the look-ahead steps the spatial decode ran;
+    `end_s` the wall clock (time.time()) when it was recorded, so consecutive lines also give
+    the loop's period, scheduling included)."""
     return {**plan.to_dict(), "measured_s": measured_s, "decode_steps": decode_steps,
-            "lookahead_limited": limited}
+            "lookahead_limited": limited, "end_s": time.time()}
 
 
 class _Prometheus:

@@ -21,7 +21,14 @@ import numpy as np
 
 from .traces import Trace
 
-__all__ = ["Workload", "build_arrivals", "fixed_workload"]
+__all__ = ["Workload", "build_arrivals", "fixed_workload", "poisson_times"]
+
+
+def poisson_times(n: int, qps: float, seed: int = 0) -> np.ndarray:
+    """The module's Poisson rule: n arrival times (s) at rate qps, the first at t = 0 (also
+    what `benchmark.serving.convert` sends with ``--arrival poisson-replay``)."""
+    gaps = np.random.default_rng([seed, 1]).exponential(1.0 / qps, size=n)
+    return np.cumsum(gaps) - gaps[0]
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,8 +76,7 @@ def build_arrivals(
     if not qps > 0:
         raise ValueError("qps must be > 0")
     idx = np.random.default_rng(seed).choice(total, size=n, replace=n > total)
-    gaps = np.random.default_rng([seed, 1]).exponential(1.0 / qps, size=n)
-    arr = np.cumsum(gaps) - gaps[0]
+    arr = poisson_times(n, qps, seed)
     picked = (f"{n} of {total} requests (uniform, seed {seed})" if n < total
               else f"all {n} requests (shuffled, seed {seed})" if n == total
               else f"{n} draws with replacement from {total} requests (seed {seed})")
@@ -83,8 +89,7 @@ def fixed_workload(
     input_len: int, output_len: int, qps: float, num_requests: int, seed: int = 0
 ) -> Workload:
     """Synthetic fixed-length requests with Poisson arrivals (Observation 3's 8000/200 load)."""
-    gaps = np.random.default_rng([seed, 1]).exponential(1.0 / qps, size=num_requests)
-    arr = np.cumsum(gaps) - gaps[0]
+    arr = poisson_times(num_requests, qps, seed)
     ones = np.ones(num_requests, dtype=np.int64)
     desc = f"fixed {input_len}/{output_len} tokens, Poisson {qps:g} req/s"
     return Workload(arr, ones * input_len, ones * output_len, desc)

@@ -16,8 +16,8 @@ def _f(default, help: str):  # noqa: A002 - mirrors argparse's name
 class SimConfig:
     trace: str = _f("azure-conv", "azure-code, azure-conv, mooncake, or a CSV/JSONL path")
     policy: str = _f("duet", "policy name (see --policy choices), or 'all'")
-    model: str = _f("qwen3-8b", "built-in model name")
-    hardware: str = _f("h100-sxm", "built-in GPU profile")
+    model: str = _f("qwen3-8b", "built-in model name, or a Hugging Face config.json / model dir")
+    hardware: str = _f("h100-sxm", "built-in GPU profile, or a profile JSON (save_hardware)")
     calibration: str = _f("published-h100", "latency-model calibration: a name (published-h100: "
                           "fitted to published H100/H200 measurements; default: the priors) or "
                           "a JSON path")
@@ -78,6 +78,10 @@ class SimConfig:
     sglang_schedule: bool = _f(True, "SGLang's default --schedule-policy fcfs: a retracted "
                                "request re-enters at the back of the waiting queue (vLLM: "
                                "front); off: at the front for every system")
+    max_total_tokens: int | None = _f(None, "cap on the KV pool in tokens (SGLang's "
+                                      "--max-total-tokens); default: what memory allows")
+    page_size: int | None = _f(None, "KV page in tokens (SGLang's --page-size: 1 by default, "
+                               "arg_groups/overrides.py _page_size_default); default: 16")
 
     def validate(self) -> SimConfig:
         """Raise ValueError (one line) on values no run can use."""
@@ -121,6 +125,10 @@ class SimConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"--{name.replace('_', '-')} must be >= 1")
+        if self.max_total_tokens is not None and self.max_total_tokens < 1:
+            raise ValueError("--max-total-tokens must be >= 1")
+        if self.page_size is not None and self.page_size < 1:
+            raise ValueError("--page-size must be >= 1")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

@@ -28,8 +28,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sglang_duet.latency import Calibration, LatencyModel, get_hardware, get_model
-from sglang_duet.partition.plan import graph_memory_bytes, plan_menu
+from sglang_duet.latency import Calibration, LatencyModel, get_hardware
+from sglang_duet.latency.model import resolve_model
+from sglang_duet.partition.plan import MenuPlan, graph_memory_bytes, menu_for, plan_menu
+from sglang_duet.partition.sizes import GPU_SHAPES, tpc_granularity
 
 from .arrivals import Workload
 from .caps import sglang_graph_max_bs
@@ -38,7 +40,7 @@ from .costs import RunCosts
 from .disagg import Disagg
 from .executor import Executor
 from .frontend import FrontEnd
-from .kvcache import KvCache, KvSizing, pages_for, size_kv_cache
+from .kvcache import PAGE_SIZE, KvCache, KvSizing, pages_for, size_kv_cache
 from .policies import PlanContext, PolicySpec, check_config, get_policy
 from .replica import Replica
 from .request import Request
@@ -84,17 +86,17 @@ class Simulation:
         if not isinstance(policy, PolicySpec):
             check_config(cfg, self.spec.name)
         self.replica_tp = cfg.gpus // workers if disagg else cfg.tp
-        model = get_model(cfg.model, tp=self.replica_tp)
+        model = resolve_model(cfg.model, tp=self.replica_tp)  # a name or a config path
         self.model = model
-        self.menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes,
-                              min_decode=cfg.partition_min_sms,
-                              min_prefill=cfg.partition_min_sms)
+        self.menu = self._menu(cfg, hw)
         reserve = int(cfg.activation_reserve_gb * 1e9)
         if self.spec.partitions and cfg.duet_mode != "aggregated":  # duet's partition graphs
             reserve += graph_memory_bytes(len(self.menu.graph_sizes),
                                           cfg.graph_max_bs or sglang_graph_max_bs(cfg.tp))
+        page = cfg.page_size or PAGE_SIZE
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
-                                    cfg.mem_fraction, reserve)
+                                    cfg.mem_fraction, reserve, page,
+                                    max_tokens=cfg.max_total_tokens)
         self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration), cfg.interference)
         budget = self.spec.token_budget(cfg)
         ctx = PlanContext(self.latency, self.menu, cfg.tbt_slo_ms / 1e3, budget, cfg)
@@ -107,7 +109,7 @@ class Simulation:
         flavor = costs.flavor
 
         def replica(i: int, role: str = "mixed", hand_off=None) -> Replica:
-            return Replica(i, self.spec.make(ctx), executor, KvCache(self.sizing.num_pages),
+            return Replica(i, self.spec.make(ctx), executor, KvCache(self.sizing.num_pages, page),
                            flavor, budget, role, hand_off,  # type: ignore[arg-type]
                            reuse_predictions, **costs.replica_kwargs())  # type: ignore[arg-type]
 
@@ -135,6 +137,19 @@ class Simulation:
         self._own_ptr = [0] * len(self.replicas)
 
     # --- heap -----------------------------------------------------------------------------------
+
+    def _menu(self, cfg: SimConfig, hw) -> MenuPlan:
+        """The runtime's menu on a GPU shape. A measured profile (a hardware JSON, e.g. this CPU
+        in benchmark/sim_to_real) is no GPU shape with a green-context table: it gets libsmctrl's
+        rule on its own SM count (whole TPCs, at least one per side, eager decode)."""
+        try:
+            return plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes,
+                             min_decode=cfg.partition_min_sms, min_prefill=cfg.partition_min_sms)
+        except ValueError:
+            if cfg.hardware in GPU_SHAPES:
+                raise
+            tpc = hw.sms_per_tpc
+            return menu_for("libsmctrl", hw.num_sms, tpc_granularity(tpc), 0, False, tpc, tpc)
     def _push(self, t: float, kind: int, obj: object) -> None:
         self._seq += 1
         heapq.heappush(self._heap, (t, kind, self._seq, obj))
@@ -199,7 +214,8 @@ class Simulation:
                 r.hashes = h
         cap_entry = self.sizing.num_pages
         if self._own:  # round-robin: the j-th admitted arrival goes to replica j % N
-            fits = [pages_for(inp[j] + out[j]) <= cap_entry for j in range(n)]
+            page = self.sizing.page_size
+            fits = [pages_for(inp[j] + out[j], page) <= cap_entry for j in range(n)]
             times = [arr[j] for j in range(n) if fits[j]]
             nrep = len(self.replicas)
             self._own_times = [times[k::nrep] for k in range(nrep)]
@@ -234,7 +250,7 @@ class Simulation:
                 r = requests[i]
                 i += 1
                 self._next_arrival = arr[i] if i < n else INF
-                if pages_for(r.prompt_len + r.output_len) > cap_entry:
+                if pages_for(r.prompt_len + r.output_len, self.sizing.page_size) > cap_entry:
                     r.rejected = True
                     continue
                 rep = self.router.pick(self.entry, r, ta)

@@ -77,10 +77,15 @@ def size_kv_cache(
     mem_fraction: float = 0.88,
     reserve_bytes: int = 2 * 10**9,
     page_size: int = PAGE_SIZE,
+    max_tokens: int | None = None,
 ) -> KvSizing:
-    """Pages that fit; ValueError (a one-line reason) when the weights leave no room."""
+    """Pages that fit; ValueError (a one-line reason) when the weights leave no room.
+    `max_tokens` caps the pool like SGLang's `--max-total-tokens` (0.5.17
+    `mem_cache/kv_cache_configurator.py`, `_apply_token_constraints`: ``min(profiled, cap)``)."""
     free = int(hbm_bytes * mem_fraction) - weight_bytes - reserve_bytes
     num_pages = free // (kv_bytes_per_token * page_size) if free > 0 else 0
+    if max_tokens is not None and num_pages > 0:
+        num_pages = min(num_pages, max_tokens // page_size)
     if num_pages < 1:
         raise ValueError(
             f"model does not fit: {weight_bytes / 1e9:.1f} GB of weights + "
