@@ -84,6 +84,7 @@ def resolve(argv: list[str]):
     _fail(parser, startup.check_port(ns.host, ns.port))
     if not has_gpu:
         _no_cuda_settings(ns, explicit)
+    _fail(parser, startup.check_grammar_backend(ns.grammar_backend, has_gpu))
     if ns.model_path is None:
         if has_gpu:
             _fail(parser, "--model-path is required on a GPU machine")
