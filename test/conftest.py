@@ -53,10 +53,10 @@ def no_driver(kernel):
 CHUNK = 64  # small chunked-prefill size so that test prompts get chunked
 
 
-def _server(request, args, stock=False):
+def _server(request, args, stock=False, env=None):
     from helpers.server import Server
 
-    srv = Server(args, stock=stock).start()
+    srv = Server(args, stock=stock, env=dict(env or {})).start()
     request.addfinalizer(srv.stop)
     return srv
 
@@ -97,6 +97,34 @@ def tp2_server(request, tmp_path_factory):
                             "--duet-mode", "spatial", "--duet-plan-log", str(log)])
     srv.plan_log = str(log)
     return srv
+
+
+@pytest.fixture(scope="module")
+def stock_llguidance_server(request):
+    """Stock SGLang with --grammar-backend llguidance: its default, xgrammar, cannot run without
+    CUDA, and llguidance is sglang-duet's CPU default, so this is the stock baseline for
+    constrained decoding and for bad requests (#24)."""
+    from sglang_duet.tiny_model import default_model_path
+
+    return _server(request, ["--model-path", str(default_model_path()), "--chunked-prefill-size",
+                             str(CHUNK), "--grammar-backend", "llguidance"], stock=True)
+
+
+@pytest.fixture
+def fresh_server(request):
+    """Factory for a server a test may end (a request that kills stock SGLang, a drain):
+    `fresh_server(args, stock=False)`; every server it started is stopped at teardown. A stock
+    one gets the model path and no CUDA-coredump wait (the same as sglang-duet's CPU setting),
+    so that a crash ends it in seconds."""
+    from sglang_duet.tiny_model import default_model_path
+
+    def start(args, stock=False):
+        extra = ["--model-path", str(default_model_path())] if stock else []
+        env = {"SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "false"} if stock else None
+        return _server(request, [*extra, "--chunked-prefill-size", str(CHUNK), *args],
+                       stock=stock, env=env)
+
+    return start
 
 
 # ---- the latency model (latency, calibrate, policy tests) -----------------------------------

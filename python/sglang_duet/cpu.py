@@ -29,7 +29,16 @@ CPU_SETTINGS: dict[str, tuple[object, str]] = {
     # 2-core machine that steals half the CPU from the next forward pass. The sleeper blocks on
     # the same sockets, so a request still wakes it at once.
     "sleep_on_idle": (True, "idle schedulers block on their sockets instead of spinning"),
+    # SGLang's default, xgrammar, allocates its token bitmask in pinned memory and applies it only
+    # on CUDA-like devices (constrained/xgrammar_backend.py, `_allocate_token_bitmask`,
+    # `apply_vocab_mask`): the first constrained step kills the scheduler ("Found no NVIDIA
+    # driver"). llguidance masks logits with torch on any device and compiles every grammar kind
+    # SGLang offers (json_schema, regex, ebnf, structural tags); outlines has no ebnf or
+    # structural tags, so it is not the default.
+    "grammar_backend": ("llguidance", "xgrammar's token mask needs CUDA"),
 }
+# Grammar backends that cannot run without a CUDA device (an explicit choice fails start-up).
+CUDA_ONLY_GRAMMAR_BACKENDS = ("xgrammar",)
 
 
 def cuda_available() -> bool:

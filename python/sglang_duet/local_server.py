@@ -89,6 +89,7 @@ class Server:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     cpu: bool | None = None
+    env: dict[str, str] = field(default_factory=dict)  # added to the child's environment
 
     @property
     def url(self) -> str:
@@ -103,7 +104,7 @@ class Server:
         return cmd + list(self.args)
 
     def start(self, timeout: float = 240.0) -> Server:
-        env = child_env()
+        env = {**child_env(), **self.env}
         if self.stock:  # stock SGLang needs the one CPU patch too (see benchmark/stock_cpu)
             env["PYTHONPATH"] = os.path.join(ROOT, "benchmark", "stock_cpu") + os.pathsep + env[
                 "PYTHONPATH"]

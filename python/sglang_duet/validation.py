@@ -158,10 +158,65 @@ def _check_types(values: dict, hints: dict[str, Any], where: str) -> None:
             raise BodyError(f"{where}{name}: expected {_type_name(hint)}, got {shown}")
 
 
+# Literal fields that pick a member of a union (a message's role, a content part's type): a
+# member whose tag does not match is not the one the client meant, and its errors mislead.
+TAGS = ("role", "type")
+_BUILTIN_LABELS = {"str", "int", "float", "bool", "list", "dict", "tuple", "set", "none"}
+
+
+def _is_label(part: Any) -> bool:
+    """A pydantic location element naming a union member (`str`, `list[...]`, a model class,
+    `function-after[...]`), not a field."""
+    return isinstance(part, str) and (part in _BUILTIN_LABELS or "[" in part or part[:1].isupper())
+
+
+def _shown_loc(loc: tuple) -> str:
+    return ".".join(str(p) for p in loc if not _is_label(p)) or "body"
+
+
+def _short(x: Any) -> str:
+    return "null" if x is None else json.dumps(x)[:40] if isinstance(x, str | int | float) else \
+        type(x).__name__
+
+
 def _pydantic_reason(err: Any) -> str:
-    first = err.errors()[0]
-    loc = ".".join(str(p) for p in first.get("loc", ())) or "body"
-    return f"{loc}: {first.get('msg', 'invalid value')}"
+    """The one error that says what is wrong. Pydantic reports every member of a union; for a
+    user message with a bad content part, the first of those says the role is invalid (the
+    generic message type wants another role). Errors inside a member rejected by its tag are
+    dropped; a union whose every member was rejected by its tag reports the tag's value."""
+    errors = err.errors()
+    tagged = [e for e in errors if e.get("loc") and e["loc"][-1] in TAGS
+              and e.get("type") in ("literal_error", "value_error")]
+    rejected = [e["loc"][:-1] for e in tagged]
+
+    def under(loc: tuple, prefix: tuple) -> bool:
+        return loc[:len(prefix)] == prefix
+
+    def live(e: dict) -> bool:
+        return not any(under(e["loc"], p) for p in rejected)
+
+    exhausted = [e for e in tagged if not any(under(e["loc"][:-2], p) for p in rejected)
+                 and not any(live(x) for x in errors if under(x["loc"], e["loc"][:-2]))]
+    if exhausted:
+        deepest = max(exhausted, key=lambda e: len(e["loc"]))
+        union = deepest["loc"][:-2]
+        wanted = sorted({e["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
+                         for e in exhausted if e["loc"][:-2] == union})
+        return (f"{_shown_loc(deepest['loc'])}: {_short(deepest.get('input'))} is not accepted; "
+                f"expected {'; '.join(wanted)}")
+    alive = [e for e in errors if live(e)] or errors
+    # A member rejected for its shape (a list where `str` was one choice) loses to a member that
+    # took the value and failed deeper; when every member was rejected so, say which shapes fit.
+    shaped = [e["loc"] for e in alive if e.get("type", "").endswith("_type") and e["loc"]
+              and _is_label(e["loc"][-1])]
+    deeper = [e for e in alive if not any(under(e["loc"], p) for p in shaped)]
+    first = (deeper or alive)[0]
+    where = _shown_loc(first["loc"])
+    same = [e for e in alive if _shown_loc(e["loc"]) == where]
+    if len(same) > 1 and all(e.get("type", "").endswith("_type") for e in same):
+        kinds = " or ".join(str(e["loc"][-1]).split("[")[0] for e in same)
+        return f"{where}: got {_short(first.get('input'))}; expected {kinds}"
+    return f"{where}: {first.get('msg', 'invalid value')}"
 
 
 def check_generate(body: dict, spec: RouteSpec, strict: bool) -> None:

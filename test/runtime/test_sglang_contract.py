@@ -47,6 +47,21 @@ class TestReplaced:
             assert knob in body, knob
         assert params(SchedulePolicy.calc_priority)[:2] == ["self", "waiting_queue"]
 
+    def test_grammar_queue_poll_of_the_prefill_step(self, sched_mod):
+        from sglang.srt.constrained.grammar_manager import GrammarManager
+
+        body = src(sched_mod.Scheduler._get_new_batch_prefill_raw)
+        poll = body.index("self.grammar_manager.has_waiting_grammars()")
+        assert poll < body.index("PrefillAdder(")  # first, before the adder
+        assert "self.grammar_manager.get_ready_grammar_requests()" in body
+        assert "self._add_request_to_queue(req)" in body
+        assert params(GrammarManager.get_ready_grammar_requests) == ["self"]
+        assert params(GrammarManager.has_waiting_grammars) == ["self"]
+        assert params(sched_mod.Scheduler._add_request_to_queue)[:2] == ["self", "req"]
+        # the idle loop keeps polling while a grammar compiles (no sleep on an idle socket)
+        assert "len(self.grammar_manager.grammar_queue) == 0" in src(
+            sched_mod.Scheduler.is_fully_idle)
+
     def test_result_processor_overlap_guard(self):
         from sglang.srt.managers.scheduler_components.batch_result_processor import (
             SchedulerBatchResultProcessor,
@@ -133,6 +148,23 @@ class TestRead:
                      "chunked_prefill_size", "enable_mixed_chunk", "tp_size", "enable_metrics"):
             assert name in names, name
         assert "max_bs * 2" in src(ServerArgs.reserve_for_graph_mb)
+
+    def test_xgrammar_needs_cuda_and_the_backend_choices(self):
+        """Why the CPU settings pick llguidance (cpu.py): xgrammar's mask needs CUDA."""
+        import sglang.srt.constrained.xgrammar_backend as xg
+        from sglang.srt.server_args import GRAMMAR_BACKEND_CHOICES
+
+        assert "pin_memory=True" in src(xg._allocate_token_bitmask)
+        assert "Unsupported device" in src(xg.XGrammarGrammar.apply_vocab_mask)
+        assert {"xgrammar", "llguidance", "outlines"} <= set(GRAMMAR_BACKEND_CHOICES)
+
+    def test_model_bounds_the_index_checks_read(self):
+        from sglang.srt.configs.model_config import ModelConfig
+        from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+        assert "self.model_config = " in src(TokenizerManager)
+        body = src(ModelConfig)
+        assert "self.vocab_size" in body and "self.hidden_size" in body
 
     def test_flashinfer_plans_into_host_buffers(self):
         """Why look-ahead is forced to 1 with FlashInfer: each decode step plans on the host."""

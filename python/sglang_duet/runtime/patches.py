@@ -71,6 +71,20 @@ def _no_priority_pass(*_args: Any, **_kwargs: Any) -> None:
 
 
 @contextlib.contextmanager
+def grammar_queue_already_polled(grammar_manager: Any) -> Iterator[None]:
+    """SGLang's prefill step first polls the grammar queue (up to SGLANG_GRAMMAR_POLL_INTERVAL
+    while a grammar compiles); the duet scheduler already did, before planning, so the prefill
+    step does not wait a second time in the same iteration."""
+    with swapped(grammar_manager, has_waiting_grammars=_nothing_waiting):
+        yield
+
+
+def _nothing_waiting() -> bool:
+    """Stands in for GrammarManager.has_waiting_grammars inside the prefill step."""
+    return False
+
+
+@contextlib.contextmanager
 def results_skip_finished(sched: Any) -> Iterator[None]:
     """SGLang's batch result processor skips requests that already finished only in overlap
     mode; look-ahead needs that guard for the steps after a request's last one."""

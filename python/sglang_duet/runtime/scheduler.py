@@ -149,12 +149,23 @@ class DuetScheduler(Scheduler):
         self.chunked_prefill_size = budget
         self.max_prefill_tokens = budget
         try:
-            with patches.priority_already_computed(self.policy):
+            with patches.priority_already_computed(self.policy), \
+                    patches.grammar_queue_already_polled(self.grammar_manager):
                 return Scheduler.get_new_batch_prefill(self, running)
         finally:
             self.is_mixed_chunk, self.chunked_prefill_size, self.max_prefill_tokens = (
                 self._duet_knobs
             )
+
+    def _admit_ready_grammars(self) -> None:
+        """Move requests whose grammar finished compiling (or failed: they carry their abort)
+        from SGLang's grammar queue to the waiting queue, as SGLang's prefill step does first.
+        Done before planning, every iteration, so that the policy sees them: a lone constrained
+        request on an idle server would otherwise wait for some other request's prefill."""
+        grammars = self.grammar_manager
+        if grammars.has_waiting_grammars():
+            for req in grammars.get_ready_grammar_requests():
+                self._add_request_to_queue(req)
 
     def _next_step(self) -> Step:
         """SGLang's get_next_batch_to_run, with its prefill step replaced by plan-then-form:
@@ -162,6 +173,7 @@ class DuetScheduler(Scheduler):
         decisions: list[Decision] = []
 
         def plan_then_form(running: ScheduleBatch) -> NextBatchPlan:
+            self._admit_ready_grammars()
             if self.waiting_queue:
                 self.policy.calc_priority(self.waiting_queue, running)
             decisions.append(self._decide(running))

@@ -34,10 +34,20 @@ def error_body(status: int, message: str, kind: str | None = None) -> bytes:
                        "message": scrub(message)}).encode()
 
 
-def sse_error_event(status: int, message: str) -> bytes:
-    """The last event of a stream that cannot finish: `data: {"error": ...}` then [DONE]."""
-    err = {"error": {"message": scrub(message), "type": "ServiceUnavailable", "code": status}}
-    return b"data: " + json.dumps(err).encode() + b"\n\ndata: [DONE]\n\n"
+RESPONSES = "/v1/responses"
+
+
+def sse_error_event(status: int, message: str, path: str = "") -> bytes:
+    """The last event of a stream that cannot finish: `data: {"error": ...}` then [DONE] (the
+    `openai` client raises APIError on an event with an `error` member). A Responses API stream
+    gets its own kind of event instead, `event: error` with a `type: error` body (and the same
+    `error` member), and no [DONE], which that API does not use."""
+    err = {"message": scrub(message), "type": "ServiceUnavailable", "code": status}
+    if path == RESPONSES:
+        event = {"type": "error", "code": str(status), "message": err["message"], "param": None,
+                 "error": err}
+        return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
+    return b"data: " + json.dumps({"error": err}).encode() + b"\n\ndata: [DONE]\n\n"
 
 
 def scrub_json_body(raw: bytes) -> bytes:

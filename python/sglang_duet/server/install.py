@@ -12,8 +12,12 @@ Every SGLang name touched from the launcher is here (README "Reliability" lists 
   global, read by `launch_server` when it spawns the controller), to `runtime.dispatch`'s
   subclass of SGLang's `DataParallelController`;
 - read after start-up: `_global_state.tokenizer_manager` (.max_req_input_len, .tokenizer,
-  ._subprocess_watchdog, stopped because our own poll replaces it and the drain stops children
-  that it would report as crashed).
+  .model_config.vocab_size / .hidden_size for the index checks, ._subprocess_watchdog, stopped
+  because our own poll replaces it and the drain stops children that it would report as
+  crashed);
+- read by the tests only: `app.routes` (FastAPI `APIRoute.methods`, `.path`,
+  `.dependant.body_params`), the routes that take a body (`body_routes`), which the middleware
+  must all cover.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import functools
 import logging
 from typing import Any
 
+from sglang_duet.index_checks import ModelBounds
 from sglang_duet.server.config import ServeArgs
 from sglang_duet.server.lifecycle import Lifecycle, run_child
 from sglang_duet.server.middleware import DuetMiddleware
@@ -58,6 +63,7 @@ def on_ready(life: Lifecycle, state: ServerState) -> None:
         watchdog.stop()
     state.max_prompt_tokens = getattr(tm, "max_req_input_len", None)
     state.max_token_chars = max_token_chars(getattr(tm, "tokenizer", None))
+    state.bounds = model_bounds(getattr(tm, "model_config", None))
     children = []
     for c in psutil.Process().children():
         try:
@@ -68,7 +74,29 @@ def on_ready(life: Lifecycle, state: ServerState) -> None:
     life.watch(children)
     state.ready = True
     logger.info("limits: prompts up to %s tokens (text over %s chars/token rejected before "
-                "tokenizing)", state.max_prompt_tokens, state.max_token_chars)
+                "tokenizing); %s", state.max_prompt_tokens, state.max_token_chars, state.bounds)
+
+
+def model_bounds(model_config: Any) -> ModelBounds | None:
+    """The served model's vocabulary (token ids are indices below it) and hidden size."""
+    vocab = getattr(model_config, "vocab_size", None)
+    if not isinstance(vocab, int) or vocab <= 0:
+        return None
+    hidden = getattr(model_config, "hidden_size", None)
+    return ModelBounds(vocab, hidden if isinstance(hidden, int) and hidden > 0 else None)
+
+
+def body_routes(app: Any) -> dict[str, frozenset[str]]:
+    """path -> methods of every route of SGLang's app that takes a request body (FastAPI's
+    body parameters), with the methods that carry one. The middleware covers every POST, PUT
+    and PATCH, so each of these (and any route a later SGLang adds) gets its protections."""
+    out: dict[str, frozenset[str]] = {}
+    for route in getattr(app, "routes", ()):
+        dependant = getattr(route, "dependant", None)
+        if dependant is None or not dependant.body_params:
+            continue
+        out[route.path] = frozenset(route.methods or ())
+    return out
 
 
 def launch_kwargs(app: Any, serve: ServeArgs, scheduler_func: Any) -> dict[str, Any]:

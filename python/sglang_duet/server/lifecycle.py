@@ -8,10 +8,11 @@ Stock SGLang 0.5.17 (what this replaces, in our launcher only):
   waits 60 s for CUDA coredumps (also without CUDA), then SIGKILLs everything: open streams are
   cut and /health hangs meanwhile.
 
-Here: the children ignore SIGTERM (the parent owns the shutdown); the parent's SIGTERM starts a
-drain (new generation requests and /health get 503 at once; open requests get
-`--duet-drain-timeout-s` to finish, then end with an error event; then every child is stopped
-and the server exits 0). A child's death (seen by our poll every 0.25 s, or SGLang's SIGQUIT)
+Here: the children ignore SIGTERM and SIGINT (the parent owns the shutdown); the parent's
+SIGTERM, or SIGINT (a Ctrl-C reaches the whole process group), starts a drain (new requests with
+a body and /health get 503 at once; open requests get `--duet-drain-timeout-s` to finish, then
+end with an error event; then every child is stopped and the server exits 0; a second Ctrl-C
+ends the drain at once). A child's death (seen by our poll every 0.25 s, or SGLang's SIGQUIT)
 turns /health into 503, ends open streams with an SSE error event, stops the other children and
 exits with status 3 within a second.
 """
@@ -39,10 +40,11 @@ DEATH_LINGER_S = 2.0
 
 
 def run_child(target: Callable, *args, **kwargs):
-    """Entry of every SGLang child we start: ignore SIGTERM, so that a SIGTERM to the whole
-    process group leaves the shutdown to the parent's drain. (Children still die with the
-    parent: SGLang sets PR_SET_PDEATHSIG=SIGKILL in each.)"""
+    """Entry of every SGLang child we start: ignore SIGTERM and SIGINT, so that a SIGTERM or a
+    Ctrl-C to the whole process group leaves the shutdown to the parent's drain. (Children still
+    die with the parent: SGLang sets PR_SET_PDEATHSIG=SIGKILL in each.)"""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     return target(*args, **kwargs)
 
 
@@ -65,14 +67,16 @@ class Lifecycle:
         self.labels: dict[int, str] = {}  # pid -> "title (pid N)", read while they live
         self.stop_watching: list[Callable[[], None]] = []  # SGLang's watchdog stop, ours
         self._ending = False
+        self._deadline = 0.0  # monotonic seconds the drain waits until
         self.death_linger_s = DEATH_LINGER_S
 
     # ---- installation ------------------------------------------------------------------
 
     def attach(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        """Take SIGTERM and SIGQUIT on the server's event loop (call on that loop)."""
+        """Take SIGTERM, SIGINT and SIGQUIT on the server's event loop (call on that loop)."""
         self.loop = loop or asyncio.get_running_loop()
         self.loop.add_signal_handler(signal.SIGTERM, self.on_sigterm)
+        self.loop.add_signal_handler(signal.SIGINT, self.on_sigint)
         self.loop.add_signal_handler(signal.SIGQUIT, self.on_sigquit)
 
     def handler_class(self) -> type:
@@ -121,14 +125,24 @@ class Lifecycle:
 
     # ---- events ------------------------------------------------------------------------
 
-    def on_sigterm(self) -> None:
+    def on_sigterm(self, name: str = "SIGTERM") -> None:
         if self.state.draining or self._ending:
-            logger.info("SIGTERM again: already draining")
+            logger.info("%s again: already draining", name)
             return
         self.state.draining = True
-        logger.warning("SIGTERM: draining %d open request(s), deadline %.1f s; new requests get "
-                       "503", len(self.state.open), self.drain_timeout_s)
+        self._deadline = time.monotonic() + self.drain_timeout_s
+        logger.warning("%s: draining %d open request(s), deadline %.1f s; new requests get 503",
+                       name, len(self.state.open), self.drain_timeout_s)
         asyncio.ensure_future(self.drain())
+
+    def on_sigint(self) -> None:
+        """Ctrl-C drains like SIGTERM; a second one ends the drain now (open requests get their
+        error event), as an impatient operator expects."""
+        if self.state.draining and not self._ending:
+            logger.warning("SIGINT again: ending the drain now")
+            self._deadline = 0.0
+            return
+        self.on_sigterm("SIGINT")
 
     def on_sigquit(self) -> None:
         dead = [self.labels[c.pid] for c in self.children if not _alive(c)]
@@ -145,8 +159,9 @@ class Lifecycle:
         asyncio.ensure_future(self._end(EXIT_CHILD_DIED, reason, linger_s=self.death_linger_s))
 
     async def drain(self) -> None:
-        deadline = time.monotonic() + self.drain_timeout_s
-        while self.state.open and time.monotonic() < deadline and not self._ending:
+        if not self._deadline:
+            self._deadline = time.monotonic() + self.drain_timeout_s
+        while self.state.open and time.monotonic() < self._deadline and not self._ending:
             await asyncio.sleep(0.05)
         if self._ending:
             return

@@ -3,13 +3,16 @@
 For every request: /health answers at once (200 once started with every child alive, 503 when
 draining or dead; SGLang's deep one-token check stays at /health_generate); an
 exception escaping the app becomes a JSON 500 on a connection that stays usable; error bodies
-never carry a traceback or a server path (the log keeps the original). For generation POSTs
-(/generate, /v1/completions, /v1/chat/completions) also: 503 while draining or dead; 413 over
-the body limit, before the body is read; JSON parsed and checked off the event loop when large
-(so /health stays fast); 400 naming the field for unknown fields, wrong types, nesting bombs and
-prompts known to be too long; a `Warning` header naming OpenAI fields that are ignored; and the
-request registered in `ServerState` until its last byte, so a drain or a child's death can end
-it with an error event instead of a cut connection.
+never carry a traceback or a server path (the log keeps the original). For every request that
+carries a body (POST, PUT, PATCH: every route of SGLang's app that takes one, present or future,
+`install.body_routes`) also: 503 while draining or dead (but /abort_request, which helps a drain
+end); 413 over the body limit, before the body is read; JSON parsed and checked off the event
+loop when large (so /health stays fast); 400 for invalid JSON, nesting bombs and fields that
+reach the model as an index out of its bounds (`index_checks`); on the three generation routes
+also 400 naming unknown fields, wrong types and prompts known to be too long, and a `Warning`
+header naming OpenAI fields that are ignored; and the request registered in `ServerState`
+until its last byte, so a drain or a child's death can end it with an error event instead of a
+cut connection.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sglang_duet import validation
+from sglang_duet import index_checks, validation
 from sglang_duet.server.config import ServeArgs
 from sglang_duet.server.errors import error_body, leaks, scrub, scrub_json_body
 from sglang_duet.server.state import OpenRequest, ServerState
@@ -28,6 +31,8 @@ logger = logging.getLogger("sglang_duet.server")
 
 HEALTH_PATHS = ("/health", "/health_generate")
 THREAD_PARSE_BYTES = 64 * 1024  # bodies above this are parsed and checked in a worker thread
+BODY_METHODS = ("POST", "PUT", "PATCH")
+DRAIN_EXEMPT = ("/abort_request",)  # cancelling requests helps a drain end: served while draining
 
 
 async def send_json(send: Callable, status: int, message: str,
@@ -71,19 +76,20 @@ class DuetMiddleware:
                         "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return
-        if scope.get("method") == "POST" and path in self.table:
-            await self._generation(scope, receive, send, path)
+        if scope.get("method") in BODY_METHODS:
+            await self._with_body(scope, receive, send, path)
         else:  # health checks are tracked too: one waiting on a dead child gets its 503
             await self._guarded(scope, receive, send, path, track=path in HEALTH_PATHS)
 
-    async def _generation(self, scope: dict, receive: Callable, send: Callable, path: str) -> None:
-        if self.state.unavailable:
+    async def _with_body(self, scope: dict, receive: Callable, send: Callable, path: str) -> None:
+        if self.state.unavailable and path not in DRAIN_EXEMPT:
             await send_json(send, 503, self.state.unavailable, [(b"retry-after", b"5")])
             return
         limit = self.limits.max_body_bytes
         too_big = (f"request body over the {self.limits.max_body_mb:g} MiB limit "
                    "(--duet-max-body-mb)")
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             await send_json(send, 413, too_big, [(b"connection", b"close")])
             return
@@ -100,26 +106,30 @@ class DuetMiddleware:
             chunks.append(chunk)
             more = msg.get("more_body", False)
         raw = b"".join(chunks)
-        try:
-            if len(raw) > THREAD_PARSE_BYTES:
-                verdict = await asyncio.to_thread(self._judge, path, raw)
-            else:
-                verdict = self._judge(path, raw)
-        except validation.BodyError as e:
-            await send_json(send, e.status, str(e))
-            return
-        headers = []
+        verdict = validation.Verdict()
+        if path in self.table or (raw and is_json(headers.get(b"content-type"))):
+            try:
+                if len(raw) > THREAD_PARSE_BYTES:
+                    verdict = await asyncio.to_thread(self._judge, path, raw)
+                else:
+                    verdict = self._judge(path, raw)
+            except validation.BodyError as e:
+                await send_json(send, e.status, str(e))
+                return
+        extra = []
         if verdict.ignored:
             text = f'299 sglang-duet "ignored OpenAI field(s): {", ".join(verdict.ignored)}"'
-            headers.append((b"warning", text.encode()))
+            extra.append((b"warning", text.encode()))
         await self._guarded(scope, _replay(raw, receive), send, path, track=True,
-                            extra_headers=headers)
+                            extra_headers=extra)
 
     def _judge(self, path: str, raw: bytes) -> validation.Verdict:
         body = validation.parse_json(raw)
-        return validation.check_request(
+        verdict = validation.check_request(
             path, body, self.table, strict=self.limits.strict_fields,
             max_tokens=self.state.max_prompt_tokens, max_token_chars=self.state.max_token_chars)
+        index_checks.check(path, body, self.state.bounds)
+        return verdict
 
     async def _guarded(self, scope: dict, receive: Callable, send: Callable, path: str,
                        track: bool, extra_headers: list | None = None) -> None:
@@ -177,6 +187,15 @@ class DuetMiddleware:
                     (b"content-length", str(len(clean)).encode())]
         await send({**start, "headers": headers})
         await send({"type": "http.response.body", "body": clean})
+
+
+def is_json(content_type: bytes | None) -> bool:
+    """FastAPI reads a body as JSON when its type is absent, application/json or +json."""
+    if not content_type:
+        return True
+    kind = content_type.split(b";")[0].strip().lower()
+    return kind == b"application/json" or (kind.startswith(b"application/")
+                                            and kind.endswith(b"+json"))
 
 
 def _replay(raw: bytes, receive: Callable) -> Callable:

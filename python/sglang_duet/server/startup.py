@@ -90,3 +90,15 @@ def check_partition_backend(name: str, has_gpu: bool) -> str | None:
 
     ok, why = get_backend(name).available(0)
     return None if ok else f"--duet-partition-backend {name}: not usable here ({why})"
+
+
+def check_grammar_backend(name: str | None, has_gpu: bool) -> str | None:
+    """Without CUDA, a grammar backend that needs it would kill the scheduler on the first
+    constrained request (sglang_duet.cpu explains why); refuse it before anything starts."""
+    from sglang_duet.cpu import CPU_SETTINGS, CUDA_ONLY_GRAMMAR_BACKENDS
+
+    if has_gpu or name not in CUDA_ONLY_GRAMMAR_BACKENDS:
+        return None
+    default = CPU_SETTINGS["grammar_backend"][0]
+    return (f"--grammar-backend {name}: needs a CUDA device (its token mask is applied with a "
+            f"CUDA kernel) and none is visible; use {default} (the CPU default) or outlines")

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sglang_duet.index_checks import ModelBounds
 from sglang_duet.server.errors import error_body, sse_error_event
 
 logger = logging.getLogger("sglang_duet.server")
@@ -39,6 +40,7 @@ class ServerState:
         # Known after start-up (launch_server's callback): prompt limits for early rejection.
         self.max_prompt_tokens: int | None = None
         self.max_token_chars: int | None = None
+        self.bounds: ModelBounds | None = None  # vocabulary and hidden size of the model
 
     @property
     def unavailable(self) -> str | None:
@@ -46,7 +48,7 @@ class ServerState:
         if self.dead:
             return f"server is shutting down: {self.dead}"
         if self.draining:
-            return "server is draining after SIGTERM and takes no new requests"
+            return "server is draining (SIGTERM or SIGINT) and takes no new requests"
         return None
 
     def register(self, req: OpenRequest) -> int:
@@ -77,7 +79,8 @@ class ServerState:
                     await req.send({"type": "http.response.body", "body": body})
                 elif req.sse:
                     await req.send({"type": "http.response.body",
-                                    "body": sse_error_event(503, reason), "more_body": False})
+                                    "body": sse_error_event(503, reason, req.path),
+                                    "more_body": False})
                 else:  # a plain response already under way cannot change its status
                     await req.send({"type": "http.response.body", "body": b"",
                                     "more_body": False})

@@ -1,0 +1,80 @@
+"""`--help` (#24 item 5): every flag, SGLang's too, shows its default; the help is printed without
+importing SGLang (or torch), from data pinned here to the installed SGLang release."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+import pytest
+
+from helpers.server import ROOT, child_env
+from sglang_duet import cli_help
+
+
+@pytest.fixture(scope="module")
+def live():
+    return cli_help.live_sglang_flags()
+
+
+def test_data_is_what_the_installed_sglang_declares(live):
+    """After an SGLang upgrade: python -m sglang_duet.cli_help --write"""
+    saved = json.loads(cli_help.SNAPSHOT.read_text())
+    assert saved["sglang"] == live["sglang"]
+    assert saved["actions"] == json.loads(json.dumps(live["actions"]))
+
+
+def _sorted_set_choices(parser: argparse.ArgumentParser) -> None:
+    for a in parser._actions:  # a set prints in a different order in every process
+        if isinstance(a.choices, set | frozenset):
+            a.choices = sorted(a.choices, key=str)
+
+
+def test_fast_help_is_the_real_help(live, monkeypatch):
+    from sglang_duet.launch_server import build_parser
+
+    monkeypatch.setenv("COLUMNS", "100")
+    real = build_parser()
+    _sorted_set_choices(real)
+    fast = cli_help.help_parser(cli_help.load_snapshot())
+    assert fast.format_help() == real.format_help()
+
+
+def test_every_flag_shows_its_default():
+    parser = cli_help.help_parser(cli_help.load_snapshot())
+    formatter = parser._get_formatter()
+    missing = []
+    for a in parser._actions:
+        if not a.option_strings or argparse.SUPPRESS in (a.help, a.default) or isinstance(
+                a, argparse._HelpAction):
+            continue  # hidden, or a deprecated alias with no default of its own
+        shown = formatter._expand_help(a) if a.help else ""
+        if "default" not in shown.lower():
+            missing.append(a.option_strings[0])
+    assert missing == []
+    text = parser.format_help()
+    for flag in ("--model-path", "--chunked-prefill-size", "--grammar-backend", "--duet-mode",
+                 "--duet-max-body-mb"):
+        assert flag in text
+
+
+def test_help_imports_neither_sglang_nor_torch():
+    code = ("import sys\nfrom sglang_duet.launch_server import main\ntry:\n    main(['--help'])\n"
+            "except SystemExit as e:\n    code = e.code\n"
+            "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'sglang', 'torch'})\n"
+            "print('EXIT', code, 'HEAVY', heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=child_env(), cwd=ROOT, timeout=120)
+    assert "EXIT 0 HEAVY []" in out.stdout, out.stderr[-2000:]
+    assert "--duet-tbt-slo-ms" in out.stdout and "[default: 100.0]" in out.stdout
+
+
+def test_stale_data_leaves_the_help_to_the_real_parser(monkeypatch, tmp_path):
+    stale = tmp_path / "flags.json"
+    stale.write_text(json.dumps({"sglang": "0.0.0", "actions": []}))
+    monkeypatch.setattr(cli_help, "SNAPSHOT", stale)
+    assert cli_help.load_snapshot() is None
+    assert cli_help.print_fast_help(["--help"]) is False
+    assert cli_help.print_fast_help(["--port", "1"]) is False
