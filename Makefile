@@ -22,6 +22,8 @@ $(STAMP): $(DEPS)
 	# The kernel package is a CMake/CUDA build; it needs scikit-build-core in the venv.
 	$(PY) -m pip install 'scikit-build-core>=0.8'
 	$(PY) -m pip install --no-build-isolation ./sgl-duet-kernel
+	# SGLang's flags cached for a fast --help (user cache, not the repository)
+	$(PY) -m sglang_duet.cli_help --write
 	touch $(STAMP)
 
 serve: venv

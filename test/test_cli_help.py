@@ -1,5 +1,5 @@
 """`--help` (#24 item 5): every flag, SGLang's too, shows its default; the help is printed without
-importing SGLang (or torch), from data pinned here to the installed SGLang release."""
+importing SGLang (or torch), from a cache of the installed SGLang release's flags."""
 
 from __future__ import annotations
 
@@ -19,11 +19,24 @@ def live():
     return cli_help.live_sglang_flags()
 
 
-def test_data_is_what_the_installed_sglang_declares(live):
-    """After an SGLang upgrade: python -m sglang_duet.cli_help --write"""
-    saved = json.loads(cli_help.SNAPSHOT.read_text())
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    """A fresh cache directory holding the flags written by `cli_help --write`."""
+    home = tmp_path_factory.mktemp("cache")
+    out = subprocess.run([sys.executable, "-m", "sglang_duet.cli_help", "--write"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env={**child_env(), "XDG_CACHE_HOME": str(home)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    (path,) = (home / "sglang-duet").glob("sglang_flags-*.json")
+    return home, path
+
+
+def test_data_is_what_the_installed_sglang_declares(live, cache):
+    saved = json.loads(cache[1].read_text())
     assert saved["sglang"] == live["sglang"]
+    assert cache[1].name == f"sglang_flags-{live['sglang']}.json"
     assert saved["actions"] == json.loads(json.dumps(live["actions"]))
+    assert cli_help.load_snapshot(cache[1]) == saved
 
 
 def _sorted_set_choices(parser: argparse.ArgumentParser) -> None:
@@ -32,18 +45,18 @@ def _sorted_set_choices(parser: argparse.ArgumentParser) -> None:
             a.choices = sorted(a.choices, key=str)
 
 
-def test_fast_help_is_the_real_help(live, monkeypatch):
+def test_fast_help_is_the_real_help(cache, monkeypatch):
     from sglang_duet.launch_server import build_parser
 
     monkeypatch.setenv("COLUMNS", "100")
     real = build_parser()
     _sorted_set_choices(real)
-    fast = cli_help.help_parser(cli_help.load_snapshot())
+    fast = cli_help.help_parser(cli_help.load_snapshot(cache[1]))
     assert fast.format_help() == real.format_help()
 
 
-def test_every_flag_shows_its_default():
-    parser = cli_help.help_parser(cli_help.load_snapshot())
+def test_every_flag_shows_its_default(cache):
+    parser = cli_help.help_parser(cli_help.load_snapshot(cache[1]))
     formatter = parser._get_formatter()
     missing = []
     for a in parser._actions:
@@ -60,13 +73,14 @@ def test_every_flag_shows_its_default():
         assert flag in text
 
 
-def test_help_imports_neither_sglang_nor_torch():
+def test_help_imports_neither_sglang_nor_torch(cache):
     code = ("import sys\nfrom sglang_duet.launch_server import main\ntry:\n    main(['--help'])\n"
             "except SystemExit as e:\n    code = e.code\n"
             "heavy = sorted({m.split('.')[0] for m in sys.modules} & {'sglang', 'torch'})\n"
             "print('EXIT', code, 'HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env=child_env(), cwd=ROOT, timeout=120)
+                         env={**child_env(), "XDG_CACHE_HOME": str(cache[0])}, cwd=ROOT,
+                         timeout=120)
     assert "EXIT 0 HEAVY []" in out.stdout, out.stderr[-2000:]
     assert "--duet-tbt-slo-ms" in out.stdout and "[default: 100.0]" in out.stdout
 
@@ -74,7 +88,18 @@ def test_help_imports_neither_sglang_nor_torch():
 def test_stale_data_leaves_the_help_to_the_real_parser(monkeypatch, tmp_path):
     stale = tmp_path / "flags.json"
     stale.write_text(json.dumps({"sglang": "0.0.0", "actions": []}))
-    monkeypatch.setattr(cli_help, "SNAPSHOT", stale)
+    monkeypatch.setattr(cli_help, "snapshot_path", lambda: stale)
     assert cli_help.load_snapshot() is None
     assert cli_help.print_fast_help(["--help"]) is False
     assert cli_help.print_fast_help(["--port", "1"]) is False
+
+
+def test_a_slow_help_writes_the_cache(tmp_path):
+    """Without a cache the real parser prints the help and leaves the cache for the next one."""
+    code = "from sglang_duet.launch_server import main\nmain(['--help'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={**child_env(), "XDG_CACHE_HOME": str(tmp_path)}, cwd=ROOT,
+                         timeout=300)
+    assert out.returncode == 0 and "--duet-tbt-slo-ms" in out.stdout, out.stderr[-2000:]
+    (path,) = (tmp_path / "sglang-duet").glob("sglang_flags-*.json")
+    assert cli_help.load_snapshot(path)["actions"]

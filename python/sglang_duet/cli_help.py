@@ -1,13 +1,14 @@
 """`--help` without importing SGLang, with every flag's default shown.
 
 Importing `sglang.srt.server_args` imports torch, transformers and most of SGLang (about 20 s on
-a CPU machine). SGLang's flags are therefore kept as data, `sglang_flags.json`: what
-`ServerArgs.add_cli_args` declares (names, defaults, choices, help) for the SGLang release
-named in the file. When the installed release is that one, `--help` builds its parser from the
-data plus the duet flags (which are cheap) and prints; otherwise the launcher's real parser
-prints the same help, slowly. `test/test_cli_help.py` pins the data to the installed SGLang and the
-fast help to the real one, character for character; after an SGLang upgrade
-`python -m sglang_duet.cli_help --write` regenerates the data.
+a CPU machine). SGLang's flags are therefore cached as data: what `ServerArgs.add_cli_args`
+declares (names, defaults, choices, help), written from the installed SGLang into the user's
+cache (`$XDG_CACHE_HOME/sglang-duet/sglang_flags-<release>.json`, default `~/.cache`), never
+into the repository (the help text is SGLang's). The first `--help` uses the real parser and
+writes it (`make venv` runs `python -m sglang_duet.cli_help --write` too); later ones build the
+parser from the data plus the duet flags (which are cheap). A file for another release is
+ignored, so an SGLang upgrade only costs one slow `--help`. `test/test_cli_help.py` pins the
+data to the installed SGLang and the fast help to the real one, character for character.
 """
 
 from __future__ import annotations
@@ -15,11 +16,21 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-SNAPSHOT = Path(__file__).with_name("sglang_flags.json")
+
+def snapshot_path() -> Path | None:
+    """The cache file for the installed SGLang release (None when SGLang is not installed)."""
+    try:
+        release = importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sglang-duet" / f"sglang_flags-{release}.json"
+
 HELP_FLAGS = ("-h", "--help")
 BOOL_DEFAULT_SUFFIX = " (default: %(default)s)"  # BooleanOptionalAction's, Python <= 3.13
 
@@ -130,14 +141,30 @@ def help_parser(snapshot: dict[str, Any]) -> argparse.ArgumentParser:
     return parser
 
 
-def load_snapshot() -> dict[str, Any] | None:
+def load_snapshot(path: Path | None = None) -> dict[str, Any] | None:
     """The data, when it describes the installed SGLang release; None otherwise."""
     try:
-        data = json.loads(SNAPSHOT.read_text())
+        path = path or snapshot_path()
+        data = json.loads(path.read_text()) if path else None
         installed = importlib.metadata.version("sglang")
     except (OSError, ValueError, importlib.metadata.PackageNotFoundError):
         return None
-    return data if data.get("sglang") == installed else None
+    return data if isinstance(data, dict) and data.get("sglang") == installed else None
+
+
+def write_snapshot(path: Path | None = None) -> Path | None:
+    """Write the installed SGLang's flags to the cache (atomically); None if it cannot."""
+    path = path or snapshot_path()
+    if path is None:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(live_sglang_flags(), indent=0) + "\n")
+        os.replace(tmp, path)
+    except OSError:
+        return None  # a read-only home: --help stays slow, nothing else changes
+    return path
 
 
 def print_fast_help(argv: list[str]) -> bool:
@@ -155,9 +182,11 @@ def print_fast_help(argv: list[str]) -> bool:
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv != ["--write"]:
-        sys.exit("usage: python -m sglang_duet.cli_help --write   (regenerates sglang_flags.json)")
-    SNAPSHOT.write_text(json.dumps(live_sglang_flags(), indent=0) + "\n")
-    print(f"wrote {SNAPSHOT}")
+        sys.exit("usage: python -m sglang_duet.cli_help --write   (caches SGLang's flags)")
+    path = write_snapshot()
+    if path is None:
+        sys.exit("could not write the flag cache (SGLang not installed, or no writable cache)")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,8 @@ def resolve(argv: list[str]):
     if cli_help.print_fast_help(argv):  # before SGLang is imported (seconds instead of ~20 s)
         sys.exit(0)
     parser = build_parser()
+    if any(a in cli_help.HELP_FLAGS for a in argv):
+        cli_help.write_snapshot()  # the next --help is fast
     ns = parser.parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, str(ns.log_level).upper(), logging.INFO),
