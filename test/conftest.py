@@ -1,16 +1,12 @@
-"""Shared pytest setup: markers, GPU auto-skip, import path."""
+"""Shared pytest setup: markers, GPU auto-skip, shared real servers.
+
+The import path (python/, the root, test/, test/sim/) is pytest's `pythonpath` option in
+pyproject.toml: nothing here edits sys.path.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, ROOT)  # `benchmark.*` modules
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `helpers.*`
 
 
 def _has_cuda() -> bool:
