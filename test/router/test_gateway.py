@@ -16,7 +16,14 @@ import requests
 
 pytest.importorskip("sglang_router")
 
-from helpers.server import ROOT, Server, child_env, free_port  # noqa: E402
+from helpers.server import (  # noqa: E402
+    ROOT,
+    Server,
+    child_env,
+    free_port,
+    guard_group,
+    release_guard,
+)
 
 pytestmark = pytest.mark.server
 
@@ -35,6 +42,7 @@ class Gateway:
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          env=child_env(), cwd=ROOT, start_new_session=True)
+        self.watcher = guard_group(self.proc.pid)  # it dies with this process, however it ends
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.time() + timeout
@@ -57,9 +65,12 @@ class Gateway:
             return f.read()[-4000:]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
+        try:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=30)
+        finally:
+            release_guard(self.watcher)
 
 
 @pytest.fixture(scope="module")
