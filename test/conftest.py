@@ -44,55 +44,108 @@ def no_driver(kernel):
     pytest.skip("a CUDA driver is present: CPU-machine expectations do not apply")
 
 
-# ---- real servers (started lazily, one per test module; idle ones sleep) ----------------
+# ---- real servers: one per configuration for the whole session (helpers/shared_servers.py) ----
 
 CHUNK = 64  # small chunked-prefill size so that test prompts get chunked
 
 
-def _server(request, args, stock=False):
+def _duet(*args: str):
     from helpers.server import Server
 
-    srv = Server(args, stock=stock).start()
-    request.addfinalizer(srv.stop)
-    return srv
+    return lambda: Server(["--chunked-prefill-size", str(CHUNK), *args])
 
 
-@pytest.fixture(scope="module")
-def duet_server(request):
-    """sglang-duet on the embedded model, default duet flags (adaptive, SLO 100 ms)."""
-    return _server(request, ["--chunked-prefill-size", str(CHUNK), "--enable-metrics"])
-
-
-@pytest.fixture(scope="module")
-def stock_server(request):
-    """Stock `python -m sglang.launch_server` on the same embedded model and chunk size."""
+def _stock():
+    from helpers.server import Server
     from sglang_duet.tiny_model import default_model_path
 
-    return _server(
-        request,
-        ["--model-path", str(default_model_path()), "--chunked-prefill-size", str(CHUNK)],
-        stock=True,
-    )
+    return Server(["--model-path", str(default_model_path()), "--chunked-prefill-size",
+                   str(CHUNK)], stock=True)
 
 
-@pytest.fixture(scope="module")
+def _tp2(plans: str):
+    from helpers.server import Server
+
+    srv = Server(["--chunked-prefill-size", str(CHUNK), "--tp-size", "2", "--duet-mode",
+                  "spatial", "--duet-plan-log", f"{plans}/plan"])
+    srv.plan_log = f"{plans}/plan"
+    return srv
+
+
+def _shared_configs():
+    from helpers.shared_servers import with_temp_dir
+
+    return {  # fixture name -> its server (each fixture's docstring says what it is)
+        "duet_server": _duet("--enable-metrics"),
+        "stock_server": _stock,
+        "spatial_server": _duet("--duet-mode", "spatial", "--duet-max-lookahead", "4",
+                                "--enable-metrics"),
+        "tp2_server": with_temp_dir(_tp2),
+        # --mem-fraction-static: SGLang's start-up check compares the weights with the memory
+        # available now; on a shared CPU machine 0.05 (the CPU default) can fail it
+        "dp_server": _duet("--dp-size", "2", "--enable-metrics", "--mem-fraction-static", "0.3"),
+    }
+
+
+SHARED = pytest.StashKey()
+
+
+def pytest_configure(config):
+    from helpers.shared_servers import SharedServers
+
+    config.stash[SHARED] = SharedServers(_shared_configs())
+
+
+def pytest_collection_finish(session):
+    session.config.stash[SHARED].plan_uses(session.items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.config.stash[SHARED].current = tuple(item.fixturenames)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    item.config.stash[SHARED].done_with(item.nodeid)
+
+
+def pytest_sessionfinish(session):
+    session.config.stash[SHARED].stop_all()
+
+
+def _get(request, name: str):
+    return request.config.stash[SHARED].get(name)
+
+
+@pytest.fixture(scope="session")
+def duet_server(request):
+    """sglang-duet on the embedded model, default duet flags (adaptive, SLO 100 ms)."""
+    return _get(request, "duet_server")
+
+
+@pytest.fixture(scope="session")
+def stock_server(request):
+    """Stock `python -m sglang.launch_server` on the same embedded model and chunk size."""
+    return _get(request, "stock_server")
+
+
+@pytest.fixture(scope="session")
 def spatial_server(request):
     """Forced spatial mode with look-ahead 4."""
-    return _server(
-        request,
-        ["--chunked-prefill-size", str(CHUNK), "--duet-mode", "spatial",
-         "--duet-max-lookahead", "4", "--enable-metrics"],
-    )
+    return _get(request, "spatial_server")
 
 
-@pytest.fixture(scope="module")
-def tp2_server(request, tmp_path_factory):
-    """TP=2 on the CPU (gloo), every plan logged per rank."""
-    log = tmp_path_factory.mktemp("plans") / "plan"
-    srv = _server(request, ["--chunked-prefill-size", str(CHUNK), "--tp-size", "2",
-                            "--duet-mode", "spatial", "--duet-plan-log", str(log)])
-    srv.plan_log = str(log)
-    return srv
+@pytest.fixture(scope="session")
+def tp2_server(request):
+    """TP=2 on the CPU (gloo), every plan logged per rank (`.plan_log`)."""
+    return _get(request, "tp2_server")
+
+
+@pytest.fixture(scope="session")
+def dp_server(request):
+    """--dp-size 2 with the duet router, metrics on."""
+    return _get(request, "dp_server")
 
 
 # ---- the latency model (latency, calibrate, policy tests) -----------------------------------

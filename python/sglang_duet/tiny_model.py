@@ -23,6 +23,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1  # bump when the recipe changes, so cached copies are rebuilt
+MARKER = "sglang_duet_tiny.json"  # written last: a directory holding it is a complete tiny model
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -99,10 +100,15 @@ def write_tiny_model(out_dir: str | os.PathLike, seed: int = 0) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     build_tokenizer(out)
     build_model(out, seed)
-    (out / "sglang_duet_tiny.json").write_text(
+    (out / MARKER).write_text(
         json.dumps({"format_version": FORMAT_VERSION, "seed": seed}) + "\n"
     )
     return out
+
+
+def is_tiny_model(path: str | os.PathLike | None) -> bool:
+    """Whether `path` is a directory written by `write_tiny_model` (any seed, any location)."""
+    return bool(path) and (Path(path) / MARKER).is_file()
 
 
 def cache_dir() -> Path:
@@ -115,7 +121,7 @@ def cache_dir() -> Path:
 def default_model_path(seed: int = 0) -> Path:
     """Build once (under a file lock), then reuse, the embedded model in the cache directory."""
     target = cache_dir() / f"tiny-qwen3-v{FORMAT_VERSION}-s{seed}"
-    marker = target / "sglang_duet_tiny.json"
+    marker = target / MARKER
     if marker.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

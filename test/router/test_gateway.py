@@ -75,13 +75,16 @@ class Gateway:
 
 @pytest.fixture(scope="module")
 def cluster(request):
+    """The session's `duet_server` and a worker of the same configuration (the last test kills
+    it) behind the gateway. Both start at once: each takes tens of seconds."""
     # --mem-fraction-static: SGLang's start-up check compares the weights with the memory
     # available now; on a shared CPU machine 0.05 (the CPU default) can fail it
-    servers = [Server(["--enable-metrics", "--mem-fraction-static", "0.3"]) for _ in range(2)]
-    for s in servers:
-        request.addfinalizer(s.stop)
-    with ThreadPoolExecutor(2) as ex:  # start both at once: each takes tens of seconds
-        list(ex.map(lambda s: s.start(timeout=400), servers))
+    own = Server(["--chunked-prefill-size", "64", "--enable-metrics", "--mem-fraction-static",
+                  "0.3"])
+    request.addfinalizer(own.stop)
+    with ThreadPoolExecutor(1) as ex:
+        started = ex.submit(own.start, timeout=400)
+        servers = [request.getfixturevalue("duet_server"), started.result()]
     gw = Gateway([s.url for s in servers])
     request.addfinalizer(gw.stop)
     gw.wait_ready()
