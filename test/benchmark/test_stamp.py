@@ -42,7 +42,6 @@ OLD_FORMAT: dict[str, str] = {
     "serving/azure_conv_cpu.json": "python -m benchmark.serving on 3 real CPU servers at 2 QPS "
                                    "points, ~5 min idle (much more on a shared machine)",
     # rerun in the next commit
-    "latency_model/paper_observations.json": "rerun next",
     "latency_model/prediction_cost.json": "rerun next",
     "overhead/profile.json": "rerun next",
     "paper/results.json": "rerun next",
