@@ -1,16 +1,12 @@
-"""Shared pytest setup: markers, GPU auto-skip, import path."""
+"""Shared pytest setup: markers, GPU auto-skip, shared real servers.
+
+The import path (python/, the root, test/, test/sim/) is pytest's `pythonpath` option in
+pyproject.toml: nothing here edits sys.path.
+"""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "python"))
-sys.path.insert(0, ROOT)  # `benchmark.*` modules
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # `helpers.*`
 
 
 def _has_cuda() -> bool:
@@ -48,7 +44,7 @@ def no_driver(kernel):
     pytest.skip("a CUDA driver is present: CPU-machine expectations do not apply")
 
 
-# ---- real servers (started lazily, one per test module; idle ones sleep) ----------------
+# ---- real servers: one per configuration for the whole session (helpers/shared_servers.py) ----
 
 CHUNK = 64  # small chunked-prefill size so that test prompts get chunked
 
@@ -61,53 +57,120 @@ def _server(request, args, stock=False, env=None):
     return srv
 
 
-@pytest.fixture(scope="module")
-def duet_server(request):
-    """sglang-duet on the embedded model, default duet flags (adaptive, SLO 100 ms)."""
-    return _server(request, ["--chunked-prefill-size", str(CHUNK), "--enable-metrics"])
+def _duet(*args: str):
+    from helpers.server import Server
+
+    return lambda: Server(["--chunked-prefill-size", str(CHUNK), *args])
 
 
-@pytest.fixture(scope="module")
-def stock_server(request):
-    """Stock `python -m sglang.launch_server` on the same embedded model and chunk size."""
+def _stock():
+    from helpers.server import Server
     from sglang_duet.tiny_model import default_model_path
 
-    return _server(
-        request,
-        ["--model-path", str(default_model_path()), "--chunked-prefill-size", str(CHUNK)],
-        stock=True,
-    )
+    return Server(["--model-path", str(default_model_path()), "--chunked-prefill-size",
+                   str(CHUNK)], stock=True)
 
 
-@pytest.fixture(scope="module")
-def spatial_server(request):
-    """Forced spatial mode with look-ahead 4."""
-    return _server(
-        request,
-        ["--chunked-prefill-size", str(CHUNK), "--duet-mode", "spatial",
-         "--duet-max-lookahead", "4", "--enable-metrics"],
-    )
+def _stock_llguidance():
+    from helpers.server import Server
+    from sglang_duet.tiny_model import default_model_path
+
+    return Server(["--model-path", str(default_model_path()), "--chunked-prefill-size",
+                   str(CHUNK), "--grammar-backend", "llguidance"], stock=True)
 
 
-@pytest.fixture(scope="module")
-def tp2_server(request, tmp_path_factory):
-    """TP=2 on the CPU (gloo), every plan logged per rank."""
-    log = tmp_path_factory.mktemp("plans") / "plan"
-    srv = _server(request, ["--chunked-prefill-size", str(CHUNK), "--tp-size", "2",
-                            "--duet-mode", "spatial", "--duet-plan-log", str(log)])
-    srv.plan_log = str(log)
+def _tp2(plans: str):
+    from helpers.server import Server
+
+    srv = Server(["--chunked-prefill-size", str(CHUNK), "--tp-size", "2", "--duet-mode",
+                  "spatial", "--duet-plan-log", f"{plans}/plan"])
+    srv.plan_log = f"{plans}/plan"
     return srv
 
 
-@pytest.fixture(scope="module")
+def _shared_configs():
+    from helpers.shared_servers import with_temp_dir
+
+    return {  # fixture name -> its server (each fixture's docstring says what it is)
+        "duet_server": _duet("--enable-metrics"),
+        "stock_server": _stock,
+        "stock_llguidance_server": _stock_llguidance,
+        "spatial_server": _duet("--duet-mode", "spatial", "--duet-max-lookahead", "4",
+                                "--enable-metrics"),
+        "tp2_server": with_temp_dir(_tp2),
+        # --mem-fraction-static: SGLang's start-up check compares the weights with the memory
+        # available now; on a shared CPU machine 0.05 (the CPU default) can fail it
+        "dp_server": _duet("--dp-size", "2", "--enable-metrics", "--mem-fraction-static", "0.3"),
+    }
+
+
+SHARED = pytest.StashKey()
+
+
+def pytest_configure(config):
+    from helpers.shared_servers import SharedServers
+
+    config.stash[SHARED] = SharedServers(_shared_configs())
+
+
+def pytest_collection_finish(session):
+    session.config.stash[SHARED].plan_uses(session.items)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.config.stash[SHARED].current = tuple(item.fixturenames)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    item.config.stash[SHARED].done_with(item.nodeid)
+
+
+def pytest_sessionfinish(session):
+    session.config.stash[SHARED].stop_all()
+
+
+def _get(request, name: str):
+    return request.config.stash[SHARED].get(name)
+
+
+@pytest.fixture(scope="session")
+def duet_server(request):
+    """sglang-duet on the embedded model, default duet flags (adaptive, SLO 100 ms)."""
+    return _get(request, "duet_server")
+
+
+@pytest.fixture(scope="session")
+def stock_server(request):
+    """Stock `python -m sglang.launch_server` on the same embedded model and chunk size."""
+    return _get(request, "stock_server")
+
+
+@pytest.fixture(scope="session")
+def spatial_server(request):
+    """Forced spatial mode with look-ahead 4."""
+    return _get(request, "spatial_server")
+
+
+@pytest.fixture(scope="session")
+def tp2_server(request):
+    """TP=2 on the CPU (gloo), every plan logged per rank (`.plan_log`)."""
+    return _get(request, "tp2_server")
+
+
+@pytest.fixture(scope="session")
+def dp_server(request):
+    """--dp-size 2 with the duet router, metrics on."""
+    return _get(request, "dp_server")
+
+
+@pytest.fixture(scope="session")
 def stock_llguidance_server(request):
     """Stock SGLang with --grammar-backend llguidance: its default, xgrammar, cannot run without
     CUDA, and llguidance is sglang-duet's CPU default, so this is the stock baseline for
     constrained decoding and for bad requests (#24)."""
-    from sglang_duet.tiny_model import default_model_path
-
-    return _server(request, ["--model-path", str(default_model_path()), "--chunked-prefill-size",
-                             str(CHUNK), "--grammar-backend", "llguidance"], stock=True)
+    return _get(request, "stock_llguidance_server")
 
 
 @pytest.fixture

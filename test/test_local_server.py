@@ -6,9 +6,11 @@ from __future__ import annotations
 import ast
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
+import time
 import urllib.error
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -107,3 +109,86 @@ def test_client_calls(fake):
     with pytest.raises(urllib.error.HTTPError):
         ls.http_json(fake.url + "/nothing")
     assert not ls._healthy(f"http://127.0.0.1:{ls.free_port()}")
+
+
+# ---- a test server dies with its owner (issue 25 item 6) ---------------------------------------
+
+# Stands in for `launch_server`: answers /health and, like SGLang, has a child of its own.
+FAKE_SERVER = """import http.server, subprocess, sys
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+# The owner (a test process): starts the fake through Server.start, prints the group, waits.
+OWNER = """import sys, time
+from sglang_duet import local_server as ls
+class Fake(ls.Server):
+    def command(self):
+        return [sys.executable, "-c", sys.argv[1], str(self.port)]
+srv = Fake([], log_path=sys.argv[2]).start(timeout=60)
+print(srv.proc.pid, srv.watcher.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _live_in_group(pgid: int) -> list[int]:
+    """Pids of the group's processes that are not zombies (an orphan's zombie waits for init)."""
+    live = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":  # state, ppid, pgrp
+            live.append(int(stat.parent.name))
+    return live
+
+
+def _wait_gone(pgid: int, timeout: float = 30.0) -> list[int]:
+    deadline = time.time() + timeout
+    while (live := _live_in_group(pgid)) and time.time() < deadline:
+        time.sleep(0.1)
+    return live
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_server_group_dies_with_a_killed_owner(tmp_path):
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, FAKE_SERVER, str(tmp_path / "log")],
+                             stdout=subprocess.PIPE, text=True, env={
+                                 **os.environ, "PYTHONPATH": str(REPO / "python")})
+    pgid = None
+    try:
+        pgid, watcher = map(int, owner.stdout.readline().split())
+        deadline = time.time() + 30
+        while len(_live_in_group(pgid)) < 2 and time.time() < deadline:
+            time.sleep(0.1)
+        assert len(_live_in_group(pgid)) == 2  # the server and its child, running
+        time.sleep(1.0)
+        assert len(_live_in_group(pgid)) == 2  # and they stay while their owner lives
+        owner.kill()  # SIGKILL: no finalizer, no atexit
+        owner.wait(timeout=30)
+        assert _wait_gone(pgid) == []
+        assert _wait_gone(watcher) == []  # the watcher went too (its own group)
+    finally:
+        owner.kill()
+        owner.wait(timeout=30)
+        for pid in _live_in_group(pgid) if pgid else []:
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_stop_ends_the_group_and_the_watcher(tmp_path):
+    class Fake(ls.Server):
+        def command(self):
+            return [sys.executable, "-c", FAKE_SERVER, str(self.port)]
+
+    srv = Fake([], log_path=str(tmp_path / "log")).start(timeout=60)
+    pgid, watcher = srv.proc.pid, srv.watcher
+    assert len(_live_in_group(pgid)) == 2 and watcher.poll() is None
+    srv.stop()
+    assert _wait_gone(pgid) == [] and watcher.poll() is not None and srv.watcher is None
+    srv.stop()  # twice is harmless

@@ -95,7 +95,7 @@ def run(args: BenchArgs) -> dict[str, object]:
     }
     results = {name: _time(fn, args.calls) for name, fn in cases.items()}
     return {
-        "config": asdict(args),
+        "config": {k: v for k, v in asdict(args).items() if k != "out"},  # no local path
         "target_us": 30.0,
         "headline": "predict_mixed_batch",
         "menu_entries": len(menu),

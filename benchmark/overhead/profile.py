@@ -21,7 +21,7 @@ import time
 from collections import Counter
 
 from benchmark.stamp import write_result
-from sglang_duet.local_server import ROOT, Server, child_env
+from sglang_duet.local_server import ROOT, Server, child_env, http_json
 
 STDLIB = ("json/", "logging/", "dataclasses.py", "functools.py", "contextlib.py", "copy.py",
           "abc.py", "typing.py", "enum.py", "_collections_abc.py", "threading.py")
@@ -63,6 +63,18 @@ def scheduler_pid(server_pid: int) -> int:
     raise RuntimeError("no scheduler child found")
 
 
+def _wait_busy(srv: Server, timeout_s: float = 600.0) -> None:
+    """Until the load's requests run: bench_serving's own start-up takes seconds on a quiet
+    machine and minutes on a loaded one, and sampling an idle scheduler measures nothing."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        loads = http_json(srv.url + "/v1/loads")["loads"]
+        if sum(x.get("num_running_reqs", 0) for x in loads) > 0:
+            return
+        time.sleep(1.0)
+    raise RuntimeError(f"no request running after {timeout_s:.0f} s of bench_serving")
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m benchmark.overhead.profile", description=__doc__)
     p.add_argument("--seconds", type=int, default=20)
@@ -82,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
              "--output-file", os.path.join(tmp, "bench.jsonl")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
         try:
-            time.sleep(15)  # past bench_serving's start-up and the first batches
+            _wait_busy(srv)
+            time.sleep(5)  # past the first batches
             raw = os.path.join(tmp, "raw.txt")
             subprocess.run(
                 [os.path.join(os.path.dirname(sys.executable), "py-spy"), "record", "--pid",

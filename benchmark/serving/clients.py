@@ -4,11 +4,11 @@
                                         [--systems stock,sglang-duet] [--no-matrix] [--kits]
                                         [--duet-root PATH]
 
-* idle: each constrained request of `client_cases.CONSTRAINED` (and each invalid grammar) sent
+* idle: each constrained request of `conformance.cases.CONSTRAINED` (and each invalid grammar) sent
   alone to an idle server, once per round with a grammar no earlier request used (so that every
   one compiles), 1 s apart; seconds per request per system and backend, and duet/stock ratios
   of the medians. A request that gets no answer within --timeout-s counts as hung.
-* matrix: every single request of `client_cases.BAD`, alone, on each system: its status and
+* matrix: every single request of `conformance.cases.BAD`, alone, on each system: its status and
   message, and whether the server survived it (a server that died is restarted for the next).
 * kits (--kits): SGLang's own server test kits (test/server/test_sglang_kits.py), every test,
   on both systems, with their verdicts.
@@ -30,8 +30,8 @@ import time
 
 import requests
 
-from benchmark.serving.client_cases import BAD, CONSTRAINED, INVALID_GRAMMAR
 from benchmark.stamp import write_result
+from sglang_duet.conformance.cases import BAD, CONSTRAINED, INVALID_GRAMMAR
 from sglang_duet.local_server import ROOT, Server
 
 RESULTS = os.path.join(ROOT, "benchmark", "results", "serving", "clients.json")
@@ -128,8 +128,7 @@ def matrix(system: str, timeout_s: float) -> dict:
 
 
 def kits(system: str) -> dict:
-    sys.path.insert(0, os.path.join(ROOT, "test"))
-    from server.test_sglang_kits import run_kits
+    from sglang_duet.conformance.kits import run_kits
 
     srv = start(system, ["--grammar-backend", "llguidance"])
     try:

@@ -2,8 +2,10 @@
 /health, stop it. The tests (test/helpers/server.py) and the benchmarks use it.
 
 The server runs in its own process group, so `stop()` ends the HTTP server, the scheduler and the
-detokenizer together. Standard library only (urllib for the HTTP calls); torch is imported only by
-`cuda_available()`, and SGLang only in the child process.
+detokenizer together. A watcher process (`guard_group`) kills that group when the process that
+started it ends without `stop()` (SIGKILL, a crash, an interrupted pytest), so nothing is left
+behind holding ports, memory and CPU. Standard library only (urllib for the HTTP calls); torch is
+imported only by `cuda_available()`, and SGLang only in the child process.
 
 `ROOT` is the checkout this module was loaded from (python/sglang_duet/ is two levels below it; an
 editable install points back at the same files). The child gets ROOT/python and ROOT on PYTHONPATH
@@ -57,6 +59,37 @@ def child_env() -> dict[str, str]:
     return env
 
 
+# The watcher: blocks reading a pipe whose write end only the owner holds. The kernel closes it
+# when the owner ends, however it ends, and the read returns EOF: then the whole group is killed.
+# `-I -S`: no site-packages, nothing to import, a few milliseconds to start.
+_WATCHER = """import os, signal, sys
+while os.read(0, 512):
+    pass
+try:
+    os.killpg(int(sys.argv[1]), signal.SIGKILL)
+except OSError:
+    pass
+"""
+
+
+def guard_group(pgid: int) -> subprocess.Popen:
+    """Starts the watcher of process group `pgid` (in its own session, so a Ctrl-C or a kill of
+    the owner's group does not reach it); `release_guard` stops it without killing the group."""
+    return subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHER, str(pgid)],
+                            stdin=subprocess.PIPE, start_new_session=True)
+
+
+def release_guard(watcher: subprocess.Popen | None) -> None:
+    """Ends the watcher (SIGKILL, before its pipe closes: it must not kill a group whose number
+    may since belong to someone else) and reaps it."""
+    if watcher is None:
+        return
+    watcher.kill()
+    watcher.wait(timeout=10)
+    if watcher.stdin is not None:
+        watcher.stdin.close()
+
+
 def http_json(url: str, body: Any = None, timeout: float = 30.0) -> Any:
     """GET `url` (or POST `body` as JSON) and parse the JSON reply; urllib.error.HTTPError on a
     4xx/5xx reply, urllib.error.URLError / OSError when nothing answers."""
@@ -90,6 +123,7 @@ class Server:
     proc: subprocess.Popen | None = None
     cpu: bool | None = None
     env: dict[str, str] = field(default_factory=dict)  # added to the child's environment
+    watcher: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
@@ -114,9 +148,11 @@ class Server:
                 self.command(), stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
                 start_new_session=True,
             )
+        self.watcher = guard_group(self.proc.pid)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
+                self.stop()
                 raise RuntimeError(f"server exited with {self.proc.returncode}:\n{self.log()}")
             if _healthy(self.url):
                 return self
@@ -132,6 +168,13 @@ class Server:
             return ""
 
     def stop(self) -> None:
+        try:
+            self._stop_group()
+        finally:
+            release_guard(self.watcher)
+            self.watcher = None
+
+    def _stop_group(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
         try:

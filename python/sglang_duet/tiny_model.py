@@ -27,6 +27,7 @@ from pathlib import Path
 logger = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1  # bump when the recipe changes, so cached copies are rebuilt
+MARKER = "sglang_duet_tiny.json"  # written last: a directory holding it is a complete tiny model
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n"
@@ -123,8 +124,13 @@ def write_tiny_model(out_dir: str | os.PathLike, seed: int = 0, size: str = "tin
     meta = {"format_version": FORMAT_VERSION, "seed": seed}
     if size != "tiny":
         meta["size"] = size
-    (out / "sglang_duet_tiny.json").write_text(json.dumps(meta) + "\n")
+    (out / MARKER).write_text(json.dumps(meta) + "\n")
     return out
+
+
+def is_tiny_model(path: str | os.PathLike | None) -> bool:
+    """Whether `path` is a directory written by `write_tiny_model` (any seed, any location)."""
+    return bool(path) and (Path(path) / MARKER).is_file()
 
 
 def cache_dir() -> Path:
@@ -139,7 +145,7 @@ def default_model_path(seed: int = 0, size: str = "tiny") -> Path:
     _size_config(size)
     prefix = "tiny-qwen3" if size == "tiny" else f"qwen3-{size}"
     target = cache_dir() / f"{prefix}-v{FORMAT_VERSION}-s{seed}"
-    marker = target / "sglang_duet_tiny.json"
+    marker = target / MARKER
     if marker.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,9 @@ from sglang_duet.local_server import (
     child_env,
     cuda_available,
     free_port,
+    guard_group,
+    release_guard,
 )
 
-__all__ = ["ROOT", "STOCK_CPU_FLAGS", "Server", "child_env", "cuda_available", "free_port"]
+__all__ = ["ROOT", "STOCK_CPU_FLAGS", "Server", "child_env", "cuda_available", "free_port",
+           "guard_group", "release_guard"]

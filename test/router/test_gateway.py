@@ -16,7 +16,14 @@ import requests
 
 pytest.importorskip("sglang_router")
 
-from helpers.server import ROOT, Server, child_env, free_port  # noqa: E402
+from helpers.server import (  # noqa: E402
+    ROOT,
+    Server,
+    child_env,
+    free_port,
+    guard_group,
+    release_guard,
+)
 
 pytestmark = pytest.mark.server
 
@@ -35,6 +42,7 @@ class Gateway:
         with open(self.log_path, "w") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                          env=child_env(), cwd=ROOT, start_new_session=True)
+        self.watcher = guard_group(self.proc.pid)  # it dies with this process, however it ends
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         deadline = time.time() + timeout
@@ -57,20 +65,26 @@ class Gateway:
             return f.read()[-4000:]
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=30)
+        try:
+            if self.proc.poll() is None:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=30)
+        finally:
+            release_guard(self.watcher)
 
 
 @pytest.fixture(scope="module")
 def cluster(request):
+    """The session's `duet_server` and a worker of the same configuration (the last test kills
+    it) behind the gateway. Both start at once: each takes tens of seconds."""
     # --mem-fraction-static: SGLang's start-up check compares the weights with the memory
     # available now; on a shared CPU machine 0.05 (the CPU default) can fail it
-    servers = [Server(["--enable-metrics", "--mem-fraction-static", "0.3"]) for _ in range(2)]
-    for s in servers:
-        request.addfinalizer(s.stop)
-    with ThreadPoolExecutor(2) as ex:  # start both at once: each takes tens of seconds
-        list(ex.map(lambda s: s.start(timeout=400), servers))
+    own = Server(["--chunked-prefill-size", "64", "--enable-metrics", "--mem-fraction-static",
+                  "0.3"])
+    request.addfinalizer(own.stop)
+    with ThreadPoolExecutor(1) as ex:
+        started = ex.submit(own.start, timeout=400)
+        servers = [request.getfixturevalue("duet_server"), started.result()]
     gw = Gateway([s.url for s in servers])
     request.addfinalizer(gw.stop)
     gw.wait_ready()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 import requests
 
-from benchmark.serving.client_cases import CONSTRAINED, INVALID_GRAMMAR
 from helpers.server import cuda_available, free_port
+from sglang_duet.conformance.cases import CONSTRAINED, INVALID_GRAMMAR
 
 pytestmark = pytest.mark.server
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import os
 
 import pytest
 
@@ -110,6 +111,36 @@ class TestReplaced:
         body = src(Req)
         assert "self.kv_committed_len" in body and "kv_allocated_len" in src(
             inspect.getmodule(Req))
+
+
+    def test_disabled_model_archs_and_the_tiny_models_module(self, tmp_path, monkeypatch):
+        """The registry skips the modules SGLANG_DISABLED_MODEL_ARCHS names (read from its
+        source: importing the registry would import every model); the tiny model's class is
+        in the module kept."""
+        import importlib.util
+        from pathlib import Path
+
+        import sglang.srt.models.qwen3 as qwen3
+
+        from sglang_duet.runtime import patches
+        from sglang_duet.tiny_model import MARKER
+
+        text = Path(importlib.util.find_spec("sglang.srt.models.registry").origin).read_text()
+        assert 'name.split(".")[-1] in envs.SGLANG_DISABLED_MODEL_ARCHS.get()' in text
+        entries = qwen3.EntryClass if isinstance(qwen3.EntryClass, list) else [qwen3.EntryClass]
+        assert "Qwen3ForCausalLM" in [e.__name__ for e in entries]
+        assert patches.TINY_MODEL_MODULES == ("qwen3",)
+
+        monkeypatch.delenv("SGLANG_DISABLED_MODEL_ARCHS", raising=False)
+        patches.skip_unused_model_modules(str(tmp_path))  # not the tiny model: untouched
+        assert "SGLANG_DISABLED_MODEL_ARCHS" not in os.environ
+        (tmp_path / MARKER).write_text("{}")
+        patches.skip_unused_model_modules(str(tmp_path))
+        skipped = os.environ["SGLANG_DISABLED_MODEL_ARCHS"].split(",")
+        assert "qwen3" not in skipped and {"llama", "qwen2", "deepseek_v2"} <= set(skipped)
+        monkeypatch.setenv("SGLANG_DISABLED_MODEL_ARCHS", "x")
+        patches.skip_unused_model_modules(str(tmp_path))  # a value already set is kept
+        assert os.environ["SGLANG_DISABLED_MODEL_ARCHS"] == "x"
 
 
 class TestRead:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from benchmark.serving.client_cases import BAD, KILLS, STOCK
+from sglang_duet.conformance.cases import BAD, KILLS, STOCK
 
 pytestmark = pytest.mark.server
 

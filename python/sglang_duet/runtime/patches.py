@@ -211,6 +211,33 @@ def prefill_tp_group(enabled: bool) -> Iterator[None]:
         set_pdmux_status(False)
 
 
+# ---- start-up time ---------------------------------------------------------------------------
+
+# The SGLang model module of the embedded tiny model (Qwen3ForCausalLM: models/qwen3.py).
+TINY_MODEL_MODULES = ("qwen3",)
+
+
+def skip_unused_model_modules(model_path: str | None) -> None:
+    """Start-up, before SGLang's model registry is imported: serving the embedded tiny model,
+    import only its own model module.
+
+    `models/registry.py` imports every module of `sglang.srt.models` (~200, seconds of each
+    scheduler child's start) to build its table, except those SGLANG_DISABLED_MODEL_ARCHS names
+    (`import_model_classes`). Any other model, or a value already set, is left alone.
+    """
+    from sglang_duet.tiny_model import is_tiny_model
+
+    if "SGLANG_DISABLED_MODEL_ARCHS" in os.environ or not is_tiny_model(model_path):
+        return
+    import importlib.util
+    import pkgutil
+
+    spec = importlib.util.find_spec("sglang.srt.models")
+    others = [m.name for m in pkgutil.iter_modules(spec.submodule_search_locations)
+              if not m.ispkg and m.name not in TINY_MODEL_MODULES]
+    os.environ["SGLANG_DISABLED_MODEL_ARCHS"] = ",".join(others)
+
+
 # ---- CPU serving (no CUDA device) -----------------------------------------------------------
 
 

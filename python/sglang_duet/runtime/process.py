@@ -15,6 +15,8 @@ def run_duet_scheduler_process(duet_args: dict[str, Any], *args: Any, **kwargs: 
     """
     from sglang_duet.runtime import patches
 
+    server_args = args[0] if args else kwargs["server_args"]
+    patches.skip_unused_model_modules(server_args.model_path)
     patches.patch_rope_for_cpu()
     patches.patch_tp_groups_for_cpu()
 
@@ -25,7 +27,6 @@ def run_duet_scheduler_process(duet_args: dict[str, Any], *args: Any, **kwargs: 
     from sglang_duet.runtime.scheduler import DuetScheduler
 
     duet = DuetArgs(**duet_args)
-    server_args = args[0] if args else kwargs["server_args"]
     if torch.cuda.is_available() and duet.partition_backend != "none":
         from sglang_duet.runtime.decode_graphs import reserve_for_partitions
 
