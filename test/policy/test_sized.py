@@ -77,3 +77,39 @@ def test_the_skip_bound_is_a_bound(make_lm, seed):
         return
     r = rate(truth.tokens, truth.time_s)
     assert lazy.get(r * 0.999) is not None  # a rate it reaches is never skipped
+
+
+
+def _cpu_lm():
+    """The runtime's CPU profile with the embedded tiny model: there a prefill row costs a step
+    over a decode's time, so the first regula-falsi guess overshoots."""
+    from sglang_duet.latency import LatencyModel, ModelSpec
+    from sglang_duet.runtime.components import CPU_PROFILE
+    from sglang_duet.tiny_model import SIZES
+
+    tiny = ModelSpec.from_hf_config(dict(SIZES["tiny"], model_type="qwen3"), tp=1)
+    return LatencyModel(CPU_PROFILE, tiny, None)
+
+
+@pytest.mark.parametrize("where", ["h100", "cpu"])
+@pytest.mark.parametrize("seed", range(10))
+def test_prompts_under_one_align_step_are_sized_too(make_lm, where, seed):
+    """A waiting chunk shorter than ALIGN (a short prompt, or the budget left after many
+    decodes) still gets a fitting prefix when one of at least a quarter of it exists: the search
+    bisects inside one ALIGN step instead of stopping there."""
+    from sglang_duet.policy.sized import ALIGN
+
+    lat = make_lm() if where == "h100" else _cpu_lm()
+    rng = np.random.default_rng(100 + seed)
+    ctx = rng.integers(20, 20000 if where == "h100" else 200, int(rng.integers(1, 8)))
+    dec = Batch.decode_steps(ctx.tolist(), offset=-1)
+    chunks = (PrefillChunk("w", 0, int(rng.integers(16, ALIGN))),)
+    completes = (bool(rng.integers(0, 2)),)
+    t_none = lat.predict(dec).total_s
+    t_all = _mixed_s(lat, dec, chunks, completes, chunks)
+    bound = t_none + float(rng.uniform(0.3, 0.9)) * (t_all - t_none)
+    best = _largest(lat, dec, chunks, completes, bound)
+    got = size_aggregated(lat, dec, chunks, completes, bound, 1.0, t_none, t_all)
+    if best >= chunks[0].length // 4:
+        assert got is not None and got.time_s <= bound
+        assert got.tokens <= best

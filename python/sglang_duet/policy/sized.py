@@ -78,10 +78,12 @@ def _search(n: int, f_lo: float, f_hi: float, bound_s: float,
     lo, hi = 0, n
     found: Sized | None = None
     for _ in range(_STEPS):
-        size = lo + (hi - lo) * (-f_lo) / max(f_hi - f_lo, 1e-12) * _SLACK
-        size = int(size)
-        if size > ALIGN:
-            size -= size % ALIGN
+        if hi - lo > ALIGN:  # regula falsi, rounded down to ALIGN tokens
+            size = int(lo + (hi - lo) * (-f_lo) / max(f_hi - f_lo, 1e-12) * _SLACK)
+            if size > ALIGN:
+                size -= size % ALIGN
+        else:  # under one ALIGN step (short prompts): sizes stay exact, bisect
+            size = (lo + hi) // 2
         size = min(hi - 1, max(lo + 1, size))
         if size <= lo:
             break
@@ -91,7 +93,7 @@ def _search(n: int, f_lo: float, f_hi: float, bound_s: float,
             lo, f_lo, found = size, t - bound_s, Sized(prefix, size, t)
         else:
             hi, f_hi = size, t - bound_s
-        if hi - lo <= max(ALIGN, n // 64):
+        if hi - lo <= max(ALIGN if hi > ALIGN else 1, n // 64):
             break
     return found
 
