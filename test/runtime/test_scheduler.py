@@ -177,6 +177,63 @@ class TestAdaptive:
         assert {"aggregated", "spatial"} <= set(modes)
 
 
+    def test_slo_sized_mixed_batches_run_exactly(self, request, tmp_path, duet_server):
+        """#23 item 6: SLO-sized mixed batches (a prefill chunk the latency model sized to meet
+        tau) on a real server give the tokens of plain aggregated mode and of transformers, stop
+        and abort mid-run, and give the KV pool back. At tau 2.4 ms (2.16 ms planned) on the CPU
+        profile, one or two decodes alone meet it, a 64-token chunk mixed in does not, and with
+        look-ahead 2 no split does either: 13-19 prompt tokens fit (sized.py)."""
+        from helpers.server import Server
+
+        log = str(tmp_path / "plan")
+        srv = Server(["--chunked-prefill-size", "64", "--duet-tbt-slo-ms", "2.4",
+                      "--no-duet-online-correction", "--duet-max-lookahead", "2",
+                      "--duet-plan-log", log]).start()
+        request.addfinalizer(srv.stop)
+        longs, shorts = prompts(3, [50], seed=1), prompts(6, [150, 120, 90], seed=2)
+        out: dict = {}
+
+        def run(key, p, n, **kw):
+            out[key] = srv.generate(p, n, **{"ignore_eos": True, **kw})["output_ids"]
+
+        for i, lp in enumerate(longs):  # prompts arrive while a long request decodes
+            t = threading.Thread(target=run, args=(("L", i), lp, 400))
+            t.start()
+            time.sleep(0.3)
+            for j, sp in enumerate(shorts[2 * i:2 * i + 2]):
+                run(("S", 2 * i + j), sp, 6)
+            t.join(timeout=300)
+        # mid-run: a stop token id inside a long answer, and a client gone mid-stream
+        stop_at = out[("L", 0)][10]
+        cut = threading.Thread(target=run, args=(("stop",), longs[0], 400),
+                               kwargs={"stop_token_ids": [stop_at], "ignore_eos": False})
+        cut.start()
+        body = {"input_ids": longs[1], "stream": True,
+                "sampling_params": {"max_new_tokens": 400, "temperature": 0, "ignore_eos": True}}
+        with requests.post(srv.url + "/generate", json=body, stream=True, timeout=300) as r:
+            for n, _ in enumerate(r.iter_lines()):
+                if n == 1:
+                    run(("S", "abort"), shorts[0], 6)  # sized beside it, then the client leaves
+                if n > 20:
+                    break
+        cut.join(timeout=300)
+
+        reasons = [json.loads(x)["reason"] for x in open(log + ".tp0.dp0")]
+        assert sum("SLO-sized" in r for r in reasons) >= 3, sorted(set(reasons))
+        ref = {k: duet_server.generate(p, 6, ignore_eos=True)["output_ids"]
+               for k, p in enumerate(shorts)}
+        for k in range(6):
+            assert out[("S", k)] == ref[k]
+        assert out[("S", "abort")] == ref[0]
+        for k in (0, 3):
+            assert out[("S", k)] == hf_greedy(shorts[k], 6)
+        for i, lp in enumerate(longs):
+            assert out[("L", i)] == duet_server.generate(lp, 400, ignore_eos=True)["output_ids"]
+        got, first = out[("stop",)], out[("L", 0)].index(stop_at)  # (ignore_eos off: EOS may
+        assert 0 < len(got) <= first + 1 and got == out[("L", 0)][:len(got)]  # come first)
+        assert wait_idle_and_empty(srv) == 0
+
+
 class TestTensorParallel:
     def test_tp2_equals_tp1_and_ranks_agree(self, tp2_server, duet_server):
         ps = prompts(12, MIXED, seed=6)
