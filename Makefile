@@ -50,6 +50,7 @@ paper: venv capacity
 capacity: venv
 	$(PY) -m benchmark.capacity --trace all --quiet
 	$(PY) -m benchmark.capacity --trace all --model qwen3-14b --tp 2 --quiet
+	$(PY) -m benchmark.capacity.summary
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info python/*.egg-info .pytest_cache

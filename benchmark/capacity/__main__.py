@@ -7,7 +7,6 @@ best-tuned setting (`sweep.py`), written to
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import sys
@@ -108,22 +107,6 @@ def _without_out(argv: list[str]) -> list[str]:
     return out
 
 
-def _index(out_dir: str) -> str:
-    """README.md of the results folder: every sweep's table, sorted by file name."""
-    parts = ["# Capacity on the simulator", "",
-             "Written by `python -m benchmark.capacity` (`make capacity`); one section per sweep "
-             "(`<trace>-<model>-tp<tp>.{json,png,md}`). Simulated, not measured on GPUs. "
-             "`before/`: earlier figures, with why they were wrong.", ""]
-    for md in sorted(glob.glob(os.path.join(out_dir, "*.md"))):
-        if os.path.basename(md) != "README.md":
-            with open(md) as f:
-                parts.append(f.read())
-    path = os.path.join(out_dir, "README.md")
-    with open(path, "w") as f:
-        f.write("\n".join(parts))
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     traces = list(START_QPS) if args.trace == "all" else [args.trace]
@@ -148,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  best-tuned capacities {json.dumps(caps)}; {result['ratios']}; "
               f"{result['wall_s']} s", flush=True)
         print(f"  wrote {path}, {png}, {md}", flush=True)
-    print(f"index: {_index(args.out)}")
+    print(f"index: {report.write_index(args.out)}")
     return 0
 
 

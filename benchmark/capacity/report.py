@@ -4,6 +4,8 @@ the setting, the run-length check, Sarathi-Serve's capacity, saturation, duet's 
 
 from __future__ import annotations
 
+import glob
+import json
 import os
 from typing import Any
 
@@ -141,3 +143,27 @@ def write(result: dict[str, Any], out_dir: str) -> tuple[str, str]:
     with open(base + ".md", "w") as f:
         f.write(markdown(result))
     return base + ".png", base + ".md"
+
+
+def write_index(out_dir: str) -> str:
+    """README.md of the results folder: the summary table (when summary.json exists), then every
+    sweep's table, sorted by file name."""
+    parts = ["# Capacity on the simulator", "",
+             "Written by `python -m benchmark.capacity` and `python -m benchmark.capacity.summary` "
+             "(`make capacity`); one section per sweep (`<trace>-<model>-tp<tp>.{json,png,md}`). "
+             "Simulated, not measured on GPUs. `before/`: earlier figures, with why they were "
+             "wrong.", ""]
+    summary = os.path.join(out_dir, "summary.json")
+    if os.path.exists(summary):
+        from .summary import table
+
+        with open(summary) as f:
+            parts += ["## Summary", "", table(json.load(f)), ""]
+    for md in sorted(glob.glob(os.path.join(out_dir, "*.md"))):
+        if os.path.basename(md) != "README.md":
+            with open(md) as f:
+                parts.append(f.read())
+    path = os.path.join(out_dir, "README.md")
+    with open(path, "w") as f:
+        f.write("\n".join(parts))
+    return path

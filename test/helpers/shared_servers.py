@@ -61,7 +61,8 @@ class SharedServers:
         self._pool.shutdown(wait=True)
 
     def _stop(self, name: str) -> None:
-        fut = self._starting.get(name)
+        """Stops `name`; a later `get` (a fixture asked for it dynamically) starts a new one."""
+        fut = self._starting.pop(name, None)
         if fut is None:
             return
         try:

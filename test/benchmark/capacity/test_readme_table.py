@@ -1,36 +1,47 @@
-"""The README's capacity table is the committed capacity results, not figures typed once."""
+"""The README's capacity table is the committed capacity results, not figures typed once: the
+block between its markers is `summary.table` of the committed summary.json, and summary.json is
+what `summary.summarize` makes of the committed sweep JSONs now (bounds recomputed)."""
 
 from __future__ import annotations
 
 import json
-import re
 
+from benchmark.capacity import summary as S
 from benchmark.stamp import ROOT
 
-ROWS = {"Qwen3-8B": "qwen3-8b-tp1", "Qwen3-14B TP=2": "qwen3-14b-tp2"}
-AGGREGATED = ("vllm-chunked", "sglang-chunked", "sglang-default")
+RESULTS = ROOT / "benchmark" / "results" / "capacity"
 
 
-def _table() -> list[list[str]]:
+def _committed() -> dict:
+    body = json.loads((RESULTS / "summary.json").read_text())
+    body.pop("stamp")
+    return body
+
+
+def test_readme_block_is_the_summary_table():
     text = (ROOT / "README.md").read_text()
-    section = text.split("## Capacity (simulated)", 1)[1].split("\n## ", 1)[0]
-    return [[c.strip() for c in line.strip("|").split("|")]
-            for line in section.splitlines() if line.startswith("| ")]
+    assert S.readme_block(_committed()) in text
 
 
-def test_readme_capacities_equal_the_results_json():
-    header, *rows = _table()
-    assert header[1:] == ["duet", "duet-paper", "best chunked/default", "sglang-pdmux",
-                          "dynamo"]
-    body = [r for r in rows if not re.fullmatch(r"-+:?", r[1])]
-    assert len(body) == 6
-    for row in body:
-        trace, model = (s.strip() for s in row[0].split(",", 1))
-        result = json.loads((ROOT / "benchmark" / "results" / "capacity"
-                             / f"{trace}-{ROWS[model]}.json").read_text())
-        cap = {p: v["capacity_qps"] for p, v in result["policies"].items()}
-        want = [cap["duet"], cap["duet-paper"], max(cap[p] for p in AGGREGATED),
-                cap["sglang-pdmux"], cap["dynamo"]]
-        shown = [float(x) for x in row[1:]]  # two decimals at most (0.625 may read 0.63)
-        assert all(abs(s - w) <= 0.005 + 1e-9 for s, w in zip(shown, want, strict=True)), (
-            row[0], shown, want)
+def test_summary_is_the_sweeps():
+    want = json.loads(json.dumps(S.summarize(str(RESULTS))))
+    got = _committed()
+    assert [c["file"] for c in got["cases"]] == [c["file"] for c in want["cases"]]
+    assert got == want
+    assert len(got["cases"]) == 6  # 3 traces x (Qwen3-8B TP=1, Qwen3-14B TP=2)
+
+
+def test_target_rule(tmp_path):
+    """1.2x the alternative, or 90% of the bound where that is lower; met means duet reaches it."""
+    case = {"trace": "t", "model": "qwen3-8b", "tp": 1, "duet": 30.0, "duet_paper": 20.0,
+            "best_alternative": "x", "best_alternative_qps": 29.0,
+            "best_alternative_setting": "defaults", "vs_best_alternative": 1.03,
+            "bound_qps": 32.0, "duet_share_of_bound": 0.94, "alternative_share_of_bound": 0.91,
+            "target_qps": 28.8, "target_kind": "90% of bound", "target_met": True,
+            "not_below_alternative": True}
+    row = S.table({"cases": [case]}).splitlines()[2]
+    assert row.startswith("| t, Qwen3-8B | 30.0 | 20.0 | x 29.0 (defaults) | 1.03x | 32.0 |")
+    assert row.endswith("| 28.8 (90% of bound) | yes |")
+    (tmp_path / "R.md").write_text(f"a\n{S.MARK_BEGIN}\nold\n{S.MARK_END}\nb\n")
+    S.write_readme({"cases": [case]}, str(tmp_path / "R.md"))
+    assert (tmp_path / "R.md").read_text() == f"a\n{S.readme_block({'cases': [case]})}\nb\n"

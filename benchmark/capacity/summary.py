@@ -1,0 +1,142 @@
+"""Every sweep of one results folder in one table: duet against the best-tuned alternative, and
+each against the physical bound (`bound.py`), with issue #23's target per case.
+
+The target of a case is 1.2x the best-tuned alternative's capacity, or 90% of the physical bound
+where 1.2x would pass that; either way duet must not be below the alternative. ``python -m
+benchmark.capacity.summary`` writes ``summary.json`` (stamped) in the folder and the same table
+into the top-level README between its ``capacity-table`` markers, so the README's figures are
+the JSON's (test/benchmark/capacity/test_readme_table.py holds them equal). Requests per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+from dataclasses import replace
+from typing import Any
+
+from benchmark.stamp import ROOT, write_result
+
+from .bound import physical_bound
+from .report import OURS, write_index
+from .search import Cluster, Setting
+
+__all__ = ["MARK_BEGIN", "MARK_END", "readme_block", "summarize", "table"]
+
+MARK_BEGIN = "<!-- capacity-table: python -m benchmark.capacity.summary -->"
+MARK_END = "<!-- /capacity-table -->"
+TARGET_RATIO = 1.2
+TARGET_BOUND_SHARE = 0.9
+MODELS = {"qwen3-8b": "Qwen3-8B", "qwen3-14b": "Qwen3-14B"}
+
+
+def _case(path: str) -> dict[str, Any]:
+    with open(path) as f:
+        result = json.load(f)
+    cl = result["config"]["cluster"]
+    cluster = Cluster(**cl)
+    cfg = replace(cluster.sim_config(Setting("duet"), 1.0, 1000), **cl["base"])
+    bound = physical_bound(cfg)
+    pols = result["policies"]
+    best = {p: float(r["best"]["capacity_qps"]) for p, r in pols.items()}
+    alts = {p: v for p, v in best.items() if p not in OURS}
+    alt = max(alts, key=lambda p: alts[p])
+    duet, b = best["duet"], bound["capacity_qps"]
+    target = min(TARGET_RATIO * alts[alt], TARGET_BOUND_SHARE * b)
+    return {
+        "file": os.path.basename(path),
+        "trace": cl["trace"], "model": cl["model"], "tp": cl["tp"], "gpus": cl["gpus"],
+        "hardware": cl["hardware"], "commit": result["stamp"]["commit"],
+        "duet": duet, "duet_default": float(pols["duet"]["default"]["capacity_qps"]),
+        "duet_paper": best.get("duet-paper"),
+        "best_alternative": alt, "best_alternative_qps": alts[alt],
+        "best_alternative_setting": pols[alt]["best"]["label"],
+        "alternatives": alts,
+        "vs_best_alternative": round(duet / alts[alt], 3),
+        "bound_qps": b, "compute_floor_qps": bound["compute_floor_qps"],
+        "duet_share_of_bound": round(duet / b, 3),
+        "alternative_share_of_bound": round(alts[alt] / b, 3),
+        "target_qps": round(target, 4),
+        "target_kind": "1.2x alternative" if target < TARGET_BOUND_SHARE * b else "90% of bound",
+        "target_met": duet >= target, "not_below_alternative": duet >= alts[alt],
+    }
+
+
+def summarize(out_dir: str) -> dict[str, Any]:
+    """The cases of every ``<trace>-<model>-tp<tp>.json`` in ``out_dir`` (sorted by model, then
+    the traces' order in the file names)."""
+    paths = sorted(glob.glob(os.path.join(out_dir, "*-tp[0-9]*.json")))
+    cases = [_case(p) for p in paths]
+    cases.sort(key=lambda c: (c["tp"], c["model"], c["trace"]))
+    return {"cases": cases}
+
+
+def _label(c: dict[str, Any]) -> str:
+    model = MODELS.get(c["model"], c["model"]) + (f" TP={c['tp']}" if c["tp"] > 1 else "")
+    return f"{c['trace']}, {model}"
+
+
+def _q(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3g}" if v < 10 else f"{v:.1f}"
+
+
+def table(summary: dict[str, Any]) -> str:
+    """The markdown table of `summary` (the README's, verbatim)."""
+    lines = ["| case (2x H100) | duet | duet-paper | best-tuned alternative | duet / it | "
+             "physical bound | duet / bound | alternative / bound | target | met |",
+             "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+    for c in summary["cases"]:
+        met = "yes" if c["target_met"] else "no" + ("" if c["not_below_alternative"]
+                                                   else " (below it)")
+        lines.append(
+            f"| {_label(c)} | {_q(c['duet'])} | {_q(c['duet_paper'])} | "
+            f"{c['best_alternative']} {_q(c['best_alternative_qps'])} "
+            f"({c['best_alternative_setting']}) | {c['vs_best_alternative']:.2f}x | "
+            f"{_q(c['bound_qps'])} | {c['duet_share_of_bound']:.0%} | "
+            f"{c['alternative_share_of_bound']:.0%} | {_q(c['target_qps'])} "
+            f"({c['target_kind']}) | {met} |")
+    return "\n".join(lines)
+
+
+def readme_block(summary: dict[str, Any]) -> str:
+    return f"{MARK_BEGIN}\n{table(summary)}\n{MARK_END}"
+
+
+def write_readme(summary: dict[str, Any], path: str) -> None:
+    with open(path) as f:
+        text = f.read()
+    pattern = re.escape(MARK_BEGIN) + r".*?" + re.escape(MARK_END)
+    if not re.search(pattern, text, flags=re.S):
+        raise ValueError(f"{path}: no {MARK_BEGIN!r} ... {MARK_END!r} block")
+    text = re.sub(pattern, lambda _: readme_block(summary), text, count=1, flags=re.S)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmark.capacity.summary",
+                                 description=(__doc__ or "").split("\n")[0])
+    ap.add_argument("--dir", default=str(ROOT / "benchmark" / "results" / "capacity"))
+    ap.add_argument("--readme", default=str(ROOT / "README.md"),
+                    help="README to rewrite between the markers ('' for none)")
+    args = ap.parse_args(argv)
+    summary = summarize(args.dir)
+    if not summary["cases"]:
+        print(f"benchmark.capacity.summary: error: no sweep results in {args.dir}",
+              file=sys.stderr)
+        return 2
+    write_result(os.path.join(args.dir, "summary.json"), summary,
+                 argv=["benchmark.capacity.summary"])
+    write_index(args.dir)
+    if args.readme:
+        write_readme(summary, args.readme)
+    print(table(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
