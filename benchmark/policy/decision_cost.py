@@ -27,8 +27,10 @@ import time
 from collections import Counter
 
 from benchmark.stamp import ROOT, write_result
+from sglang_duet.args import DuetArgs
 from sglang_duet.latency import LatencyModel, get_hardware, get_model
 from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
+from sglang_duet.partition.plan import plan_menu
 from sglang_duet.policy import DuetPolicy, ReqState
 
 DEFAULT_OUT = ROOT / "benchmark" / "results" / "policy" / "decision_cost.json"
@@ -53,11 +55,21 @@ def uniform_workload(n: int, ctx: int, prompts: list[int]) -> tuple[list[ReqStat
     return decodes, waiting
 
 
-def policy(tau: float) -> DuetPolicy:
-    """What ``DuetPolicy.build("adaptive", tau)`` builds (Qwen3-8B on an H100, TPC menu), on the
-    latency model the runtime uses: its default interference of concurrent partitions."""
+MENUS = ("runtime", "tpc")
+
+
+def policy(tau: float, menu: str = "runtime") -> DuetPolicy:
+    """The policy the runtime builds for Qwen3-8B on an H100 (`runtime.components`): its default
+    interference of concurrent partitions, look-ahead and menu (``runtime``: green contexts, 6
+    decode-graph sizes from 16 SMs, `partition.plan.plan_menu`), or the old TPC-mask menu (every
+    2 SMs, ``tpc``) that the earlier figures used."""
     lm = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"), None, DEFAULT_INTERFERENCE)
-    return DuetPolicy("adaptive", tau, latency=lm)
+    k = DuetArgs().max_lookahead
+    if menu == "tpc":
+        return DuetPolicy("adaptive", tau, max_lookahead=k, latency=lm)
+    plan = plan_menu("green-ctx", "h100-sxm")
+    return DuetPolicy("adaptive", tau, max_lookahead=k, latency=lm, menu=plan.sm_menu,
+                      decode_host=plan.decode_host)
 
 
 def advance(decodes: list[ReqState]) -> list[ReqState]:
@@ -99,6 +111,8 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=3000)
     ap.add_argument("--repeat", type=int, default=1,
                     help="time each case this many times; report its least disturbed run")
+    ap.add_argument("--menu", choices=MENUS, default="runtime",
+                    help="runtime: the green-context menu the runtime builds; tpc: every 2 SMs")
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args()
     if args.repeat < 1 or args.iters < 1:
@@ -121,7 +135,7 @@ def main() -> None:
     runs: list[list[dict[str, object]]] = [[] for _ in cases]
     for _ in range(args.repeat):  # interleaved: a burst of load hits one repetition of each
         for i, (name, tau, decodes, waiting) in enumerate(cases):
-            pol = policy(tau)
+            pol = policy(tau, args.menu)
             runs[i].append({"case": name, "tbt_slo_s": tau,
                             **time_plans(pol, decodes, waiting, args.iters)})
     results = []
@@ -140,7 +154,9 @@ def main() -> None:
         "benchmark": "policy.decision_cost",
         "hardware_model": "h100-sxm",
         "model": "qwen3-8b",
-        "menu": "TPC masks (2..130 SMs, step 2)",
+        "menu": ("TPC masks (2..130 SMs, step 2)" if args.menu == "tpc" else
+                 "the runtime's: green contexts, " + ", ".join(
+                     map(str, plan_menu("green-ctx", "h100-sxm").decode_sizes)) + " decode SMs"),
         "repeat": args.repeat,
         "target_us": TARGET_US,
         "headline": head["case"],
