@@ -37,8 +37,8 @@ class Granularity(NamedTuple):
     """Green-context split granularity of one device, in SMs.
 
     A decode group can hold `min_sms`, `min_sms + align_sms`, ... SMs. `source` is "driver"
-    (reported by a CUDA 13 driver and confirmed by trial splits), "probe" (measured with trial splits) or "table" (NVIDIA's
-    per-architecture guideline).
+    (reported by a CUDA 13 driver and confirmed by trial splits), "probe" (measured with trial
+    splits) or "table" (NVIDIA's per-architecture guideline).
     """
 
     min_sms: int
