@@ -45,6 +45,19 @@ OLD_FORMAT: dict[str, str] = {
                                           "machine, not a shared one at load 4-9",
 }
 
+# Inputs a result was computed from, in the simulator's own plain formats (a stamp key would not
+# load): benchmark.sim_to_real's fitted CPU hardware profile (latency.get_hardware), its
+# calibrations (Calibration.load) and the model's config (ModelSpec.from_hf_config), which its
+# stamped cpu.json names and `--reuse` reads back.
+INPUTS = ("sim_to_real/*_hardware.json", "sim_to_real/*_calibration*.json",
+          "sim_to_real/*_model.json")
+
+
+def _input(rel: str) -> bool:
+    import fnmatch
+
+    return any(fnmatch.fnmatch(rel, pat) for pat in INPUTS)
+
 
 def _unstamped(path) -> str | None:
     """Why the result at `path` is not a write_result JSON, or None when it is."""
@@ -73,8 +86,23 @@ def test_every_committed_result_is_stamped():
     """Each JSON under benchmark/results/ came from benchmark.stamp.write_result."""
     found = sorted(p.relative_to(RESULTS).as_posix() for p in RESULTS.rglob("*.json"))
     assert found, "no results found"
-    bad = {rel: why for rel in found if rel not in OLD_FORMAT
+    bad = {rel: why for rel in found if rel not in OLD_FORMAT and not _input(rel)
            if (why := _unstamped(RESULTS / rel))}
     assert not bad, f"results not written by benchmark.stamp.write_result: {bad}"
     for rel in OLD_FORMAT:  # the exceptions are real and still old: rerun ones leave the list
         assert rel in found and _unstamped(RESULTS / rel), f"{rel}: drop it from OLD_FORMAT"
+
+
+def test_input_profiles_load_and_are_named_by_a_stamped_result():
+    """Each unstamped input is one the simulator loads, named by the stamped result beside it."""
+    from sglang_duet.latency import Calibration, get_hardware
+
+    inputs = [p for p in RESULTS.rglob("*.json") if _input(p.relative_to(RESULTS).as_posix())]
+    for p in inputs:
+        if "_hardware" in p.name:
+            get_hardware(str(p))
+        elif "_calibration" in p.name:
+            Calibration.load(str(p))
+        stamped = [q for q in p.parent.glob("*.json")
+                   if not _input(q.relative_to(RESULTS).as_posix())]
+        assert any(p.name in q.read_text() for q in stamped), f"{p}: no stamped result names it"
