@@ -192,8 +192,9 @@ real 2x H100 runs, where it reports something. Full metrics: `results.json`.
 What the simulator leaves out, so expect differences: host cost beyond the latency model's
 fixed per-pass term (a constant per CPU-scheduled pass, per eager layer launch, per graph replay
 and per phase join, fitted to published measurements: `published-h100`; no Python GC, tokenizer
-or network stalls); prefix (radix) caching (Mooncake's `hash_ids` are ignored);
-vLLM/SGLang/Dynamo implementation details beyond batch formation, KV admission, preemption,
+or network stalls beyond the fitted front end, `sim/frontend.py`; prefix-cache hits come from
+Mooncake's `hash_ids`); vLLM/SGLang/Dynamo implementation details beyond batch formation, KV
+admission, preemption,
 SGLang pdmux's stream-group rules and the 1P1D KV transfer (NixlConnector's measured throughput
 and post time, see `sglang_duet/sim/engine.py`).
 
