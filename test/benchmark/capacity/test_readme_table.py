@@ -28,7 +28,7 @@ def test_summary_is_the_sweeps():
     got = _committed()
     assert [c["file"] for c in got["cases"]] == [c["file"] for c in want["cases"]]
     assert got == want
-    assert len(got["cases"]) >= 4  # azure-code and azure-conv x (Qwen3-8B TP=1, 14B TP=2)
+    assert len(got["cases"]) == 6  # 3 traces x (Qwen3-8B TP=1, Qwen3-14B TP=2)
 
 
 def test_target_rule(tmp_path):
