@@ -39,6 +39,7 @@ def test_drain_finishes_open_requests_then_exits_0():
     async def scenario():
         state, exits = ServerState(), []
         life = Lifecycle(state, drain_timeout_s=5.0, exit_fn=exits.append)
+        life.stop_own_children = False  # not pytest's other children (shared servers)
         key, _ = open_stream(state)
         life.on_sigterm()
         assert state.unavailable and "draining" in state.unavailable
@@ -51,13 +52,14 @@ def test_drain_finishes_open_requests_then_exits_0():
         return exits, time.monotonic() - t0
 
     exits, took = asyncio.run(scenario())
-    assert exits == [0] and took < 1.0
+    assert exits == [0] and took < 5.0  # FLUSH_S after the last request; loose: shared CPU
 
 
 def test_drain_deadline_ends_streams_with_an_error_event():
     async def scenario():
         state, exits = ServerState(), []
         life = Lifecycle(state, drain_timeout_s=0.5, exit_fn=exits.append)
+        life.stop_own_children = False  # not pytest's other children (shared servers)
         _, stream = open_stream(state)
         t0 = time.monotonic()
         life.on_sigterm()
@@ -78,10 +80,12 @@ def test_drain_deadline_ends_streams_with_an_error_event():
 def test_dead_child_is_noticed_and_ends_everything():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
 
     async def scenario():
         state, exits = ServerState(), []
         life = Lifecycle(state, drain_timeout_s=30.0, exit_fn=exits.append)
+        life.stop_own_children = False  # not pytest's other children (shared servers)
         life.death_linger_s = 0.5  # health checkers get 503 meanwhile
         life.loop = asyncio.get_running_loop()
         life.watch([psutil.Process(child.pid), psutil.Process(other.pid)])
@@ -100,8 +104,9 @@ def test_dead_child_is_noticed_and_ends_everything():
 
     try:
         state, exits, noticed, ended, stream, other_alive = asyncio.run(scenario())
+        assert bystander.poll() is None  # another of pytest's children (a shared test server)
     finally:
-        for p in (child, other):
+        for p in (child, other, bystander):
             p.kill()
             p.wait()
     assert noticed < 1.0 and ended < 3.0

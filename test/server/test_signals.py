@@ -26,6 +26,7 @@ def test_sigint_starts_the_drain_and_a_second_one_ends_it():
     async def scenario():
         state, exits = ServerState(), []
         life = Lifecycle(state, drain_timeout_s=30.0, exit_fn=exits.append)
+        life.stop_own_children = False  # not pytest's other children (shared servers)
         life.attach()
         stream = Stream()
         state.register(OpenRequest("/v1/responses", stream.send, started=True, sse=True))

@@ -69,6 +69,9 @@ class Lifecycle:
         self._ending = False
         self._deadline = 0.0  # monotonic seconds the drain waits until
         self.death_linger_s = DEATH_LINGER_S
+        # the server process ends every process it started; a test driving a Lifecycle inside
+        # pytest sets this False so that the session's other servers are left alone
+        self.stop_own_children = True
 
     # ---- installation ------------------------------------------------------------------
 
@@ -181,7 +184,7 @@ class Lifecycle:
         ended = await self.state.fail_open(reason)
         if ended:
             await asyncio.sleep(FLUSH_S)
-        stop_children(self.children)
+        stop_children(self.children, own=self.stop_own_children)
         if linger_s > 0:
             await asyncio.sleep(linger_s)
         logger.info("exiting with status %d", status)
@@ -198,8 +201,9 @@ def _alive(proc) -> bool:
         return False
 
 
-def stop_children(children: list, timeout_s: float = 5.0) -> None:
-    """SIGKILL every child process (and theirs) and wait until they are gone (bounded)."""
+def stop_children(children: list, timeout_s: float = 5.0, own: bool = True) -> None:
+    """SIGKILL every child process (and theirs) and wait until they are gone (bounded); with
+    ``own`` also every other process this one started."""
     import psutil
 
     procs = []
@@ -208,8 +212,9 @@ def stop_children(children: list, timeout_s: float = 5.0) -> None:
             procs += [*c.children(recursive=True), c]
         except psutil.Error:
             continue
-    me = psutil.Process()
-    procs += [p for p in me.children(recursive=True) if p not in procs]
+    if own:
+        me = psutil.Process()
+        procs += [p for p in me.children(recursive=True) if p not in procs]
     for p in procs:
         try:
             p.kill()
