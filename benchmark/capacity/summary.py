@@ -20,7 +20,6 @@ import json
 import os
 import re
 import sys
-from dataclasses import replace
 from typing import Any
 
 from benchmark.stamp import ROOT, write_result
@@ -55,7 +54,7 @@ def _case(path: str) -> dict[str, Any]:
         result = json.load(f)
     cl = result["config"]["cluster"]
     cluster = Cluster(**cl)
-    cfg = replace(cluster.sim_config(Setting("duet"), 1.0, 1000), **cl["base"])
+    cfg = cluster.sim_config(Setting("duet"), 1.0, 1000)  # the sweep's overrides included
     bound = physical_bound(cfg)
     pols = result["policies"]
     best = {p: float(r["best"]["capacity_qps"]) for p, r in pols.items()}
