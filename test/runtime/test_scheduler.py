@@ -278,11 +278,3 @@ class TestBadRequests:
         assert needle.lower() in r.text.lower()
         assert requests.get(duet_server.url + "/health", timeout=30).status_code == 200
 
-
-class TestDataParallel:
-    def test_dp2_runs_a_duet_scheduler_per_replica(self, dp_server, duet_server):
-        ps = prompts(8, MIXED, seed=7)
-        got = [r["output_ids"] for r in run_all(dp_server, ps, 6, ignore_eos=True)]
-        assert got == [r["output_ids"] for r in run_all(duet_server, ps, 6, ignore_eos=True)]
-        log = dp_server.log(tail=0)
-        assert re.search(r"DP0\] DuetScheduler:", log) and re.search(r"DP1\] DuetScheduler:", log)

@@ -74,7 +74,9 @@ class Reader(threading.Thread):
 
 
 def test_ctrl_c_drains_and_a_second_ends_open_responses_streams(fresh_server):
-    # ignore_eos for every request: the streams outlast the test whatever the random model says
+    # ignore_eos so the streams outlast the test whatever the random model says: the server's
+    # preferred default for /v1/responses (it sends no ignore_eos), the body's own for chat (its
+    # request model always sends ignore_eos, false by default, which overrides the preferred one)
     srv = fresh_server(["--duet-drain-timeout-s", "60", "--preferred-sampling-params",
                         json.dumps({"ignore_eos": True})])
     responses = Reader(srv.url, "/v1/responses", {
@@ -82,7 +84,7 @@ def test_ctrl_c_drains_and_a_second_ends_open_responses_streams(fresh_server):
         "stream": True})
     chat = Reader(srv.url, "/v1/chat/completions", {
         "model": "default", "messages": [{"role": "user", "content": "hi"}],
-        "max_tokens": 3000, "stream": True})
+        "max_tokens": 3000, "stream": True, "ignore_eos": True})
     for r in (responses, chat):
         r.start()
         assert r.started.wait(60) and r.status == 200, (r.status, r.cut)

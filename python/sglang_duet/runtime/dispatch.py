@@ -8,6 +8,10 @@ a subclass of SGLang's controller that keeps SGLang's start-up, scheduler launch
 messages and replaces only the per-request dispatch. Replica state comes over SGLang's own path:
 every scheduler publishes a `LoadSnapshot` to shared memory after each batch, which the
 controller's `load_snapshot_reader` reads (what `--load-balance-method total_tokens` uses).
+
+With `--sleep-on-idle` (the CPU settings set it) the controller also blocks on its socket while
+no request is waiting: SGLang's `DataParallelController.event_loop` polls it without blocking in
+a loop, one core at 100% for as long as the server is up, whatever the flag says.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import logging
 import time
 from typing import Any
 
+import zmq
 from sglang.srt.managers import data_parallel_controller as dpc
-from sglang.srt.managers.io_struct import sock_send
+from sglang.srt.managers.io_struct import sock_recv, sock_send
 
 from sglang_duet.router import NoReplicaError, make_router
 from sglang_duet.runtime.router_metrics import RouterMetrics
@@ -41,6 +46,21 @@ class DuetDataParallelController(dpc.DataParallelController):
         self.dispatching = self.duet_dispatch
         self.refresh_load_budget_on_dispatch = False
         logger.info("duet: --dp-size %d dispatch by the %s router", server_args.dp_size, name)
+
+    IDLE_POLL_MS = 1000  # how long an idle wait lasts before the soft watchdog is fed again
+
+    def event_loop(self) -> None:
+        if not self.server_args.sleep_on_idle:
+            return super().event_loop()  # SGLang's spin: the lowest dispatch latency
+        sock = self.recv_from_tokenizer
+        while True:
+            self.soft_watchdog.feed()
+            try:
+                req = sock_recv(sock, flags=zmq.NOBLOCK)
+            except zmq.ZMQError:  # nothing waiting: block until something is
+                sock.poll(self.IDLE_POLL_MS, zmq.POLLIN)
+                continue
+            self._request_dispatcher(req)
 
     def _refresh(self) -> None:
         r = self.duet_router

@@ -10,7 +10,9 @@ Every SGLang name touched from the launcher is here (README "Reliability" lists 
 - with `--dp-size > 1` and a `--duet-router` of ours: `sglang.srt.entrypoints.engine.
   run_data_parallel_controller_process` rebound in this launcher process only (its module
   global, read by `launch_server` when it spawns the controller), to `runtime.dispatch`'s
-  subclass of SGLang's `DataParallelController`;
+  subclass of SGLang's `DataParallelController` (its per-request dispatch, and with
+  `--sleep-on-idle` its `event_loop`, which reads `recv_from_tokenizer`, `soft_watchdog` and
+  `_request_dispatcher`);
 - read after start-up: `_global_state.tokenizer_manager` (.max_req_input_len, .tokenizer,
   .model_config.vocab_size / .hidden_size for the index checks, ._subprocess_watchdog, stopped
   because our own poll replaces it and the drain stops children that it would report as
