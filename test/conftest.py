@@ -63,14 +63,6 @@ def _duet(*args: str):
     return lambda: Server(["--chunked-prefill-size", str(CHUNK), *args])
 
 
-def _stock():
-    from helpers.server import Server
-    from sglang_duet.tiny_model import default_model_path
-
-    return Server(["--model-path", str(default_model_path()), "--chunked-prefill-size",
-                   str(CHUNK)], stock=True)
-
-
 def _stock_llguidance():
     from helpers.server import Server
     from sglang_duet.tiny_model import default_model_path
@@ -93,8 +85,7 @@ def _shared_configs():
 
     return {  # fixture name -> its server (each fixture's docstring says what it is)
         "duet_server": _duet("--enable-metrics"),
-        "stock_server": _stock,
-        "stock_llguidance_server": _stock_llguidance,
+        "stock_server": _stock_llguidance,
         "spatial_server": _duet("--duet-mode", "spatial", "--duet-max-lookahead", "4",
                                 "--enable-metrics"),
         "tp2_server": with_temp_dir(_tp2),
@@ -142,12 +133,6 @@ def duet_server(request):
 
 
 @pytest.fixture(scope="session")
-def stock_server(request):
-    """Stock `python -m sglang.launch_server` on the same embedded model and chunk size."""
-    return _get(request, "stock_server")
-
-
-@pytest.fixture(scope="session")
 def spatial_server(request):
     """Forced spatial mode with look-ahead 4."""
     return _get(request, "spatial_server")
@@ -166,11 +151,12 @@ def dp_server(request):
 
 
 @pytest.fixture(scope="session")
-def stock_llguidance_server(request):
-    """Stock SGLang with --grammar-backend llguidance: its default, xgrammar, cannot run without
-    CUDA, and llguidance is sglang-duet's CPU default, so this is the stock baseline for
-    constrained decoding and for bad requests (#24)."""
-    return _get(request, "stock_llguidance_server")
+def stock_server(request):
+    """Stock `python -m sglang.launch_server` on the same embedded model and chunk size, with
+    --grammar-backend llguidance: its default, xgrammar, cannot run without CUDA, and llguidance
+    is sglang-duet's CPU default. The stock baseline for greedy tokens, constrained decoding and
+    bad requests (#24); a test whose request kills stock starts its own (`fresh_server`)."""
+    return _get(request, "stock_server")
 
 
 @pytest.fixture

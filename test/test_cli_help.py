@@ -19,14 +19,29 @@ def live():
     return cli_help.live_sglang_flags()
 
 
+SLOW_HELP = "from sglang_duet.launch_server import main\nmain(['--help'])"
+
+
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
+def runs(tmp_path_factory):
+    """`cli_help --write` and a `--help` without a cache, each with a fresh cache directory,
+    started at once (each is mostly SGLang's imports): name -> (cache home, returncode, stdout,
+    stderr)."""
+    cmds = {"write": [sys.executable, "-m", "sglang_duet.cli_help", "--write"],
+            "slow_help": [sys.executable, "-c", SLOW_HELP]}
+    homes = {k: tmp_path_factory.mktemp(k) for k in cmds}
+    procs = {k: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 cwd=ROOT, env={**child_env(), "XDG_CACHE_HOME": str(homes[k])})
+             for k, cmd in cmds.items()}
+    outs = {k: p.communicate(timeout=300) for k, p in procs.items()}
+    return {k: (homes[k], procs[k].returncode, *outs[k]) for k in cmds}
+
+
+@pytest.fixture(scope="module")
+def cache(runs):
     """A fresh cache directory holding the flags written by `cli_help --write`."""
-    home = tmp_path_factory.mktemp("cache")
-    out = subprocess.run([sys.executable, "-m", "sglang_duet.cli_help", "--write"],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300,
-                         env={**child_env(), "XDG_CACHE_HOME": str(home)})
-    assert out.returncode == 0, out.stderr[-2000:]
+    home, code, _, err = runs["write"]
+    assert code == 0, err[-2000:]
     (path,) = (home / "sglang-duet").glob("sglang_flags-*.json")
     return home, path
 
@@ -94,12 +109,9 @@ def test_stale_data_leaves_the_help_to_the_real_parser(monkeypatch, tmp_path):
     assert cli_help.print_fast_help(["--port", "1"]) is False
 
 
-def test_a_slow_help_writes_the_cache(tmp_path):
+def test_a_slow_help_writes_the_cache(runs):
     """Without a cache the real parser prints the help and leaves the cache for the next one."""
-    code = "from sglang_duet.launch_server import main\nmain(['--help'])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={**child_env(), "XDG_CACHE_HOME": str(tmp_path)}, cwd=ROOT,
-                         timeout=300)
-    assert out.returncode == 0 and "--duet-tbt-slo-ms" in out.stdout, out.stderr[-2000:]
-    (path,) = (tmp_path / "sglang-duet").glob("sglang_flags-*.json")
+    home, code, out, err = runs["slow_help"]
+    assert code == 0 and "--duet-tbt-slo-ms" in out, err[-2000:]
+    (path,) = (home / "sglang-duet").glob("sglang_flags-*.json")
     assert cli_help.load_snapshot(path)["actions"]

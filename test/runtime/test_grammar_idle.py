@@ -22,9 +22,9 @@ LONE_S = 90
 
 
 @pytest.fixture(scope="module", params=["sglang-duet", "stock"])
-def server(request, duet_server, stock_llguidance_server):
+def server(request, duet_server, stock_server):
     """Both named in the signature, so the shared-server plan sees this module use each."""
-    return duet_server if request.param == "sglang-duet" else stock_llguidance_server
+    return duet_server if request.param == "sglang-duet" else stock_server
 
 
 def healthy(srv) -> bool:

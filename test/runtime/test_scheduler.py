@@ -160,15 +160,36 @@ class TestAborts:
         assert spatial_server.generate(ps[0], 3)["meta_info"]["completion_tokens"] == 3
 
 
-class TestAdaptive:
-    def test_tiny_slo_uses_both_modes(self, request):
-        from helpers.server import Server
+@pytest.fixture(scope="class")
+def tiny_slo_servers(request, tmp_path_factory):
+    """The two TestAdaptive servers, started at once (a start is mostly single-threaded imports).
 
-        # 0.3 ms: on the CPU profile a few decodes alone meet it, a 64-token chunk mixed in
-        # breaks it (see sglang_duet.runtime.components.CPU_PROFILE), so both modes must appear.
-        srv = Server(["--chunked-prefill-size", "64", "--enable-metrics",
-                      "--duet-tbt-slo-ms", "0.3", "--no-duet-online-correction"]).start()
+    `tiny`, tau 0.3 ms: on the CPU profile a few decodes alone meet it, a 64-token chunk mixed in
+    breaks it (see sglang_duet.runtime.components.CPU_PROFILE). `sized`, tau 2.4 ms (2.16 ms
+    planned), look-ahead 2, every plan logged (`.plan_log`): one or two decodes alone meet it, a
+    64-token chunk mixed in does not, and no split does either: 13-19 prompt tokens fit
+    (sized.py)."""
+    from helpers.server import Server
+
+    log = str(tmp_path_factory.mktemp("sized") / "plan")
+    servers = {
+        "tiny": Server(["--chunked-prefill-size", "64", "--enable-metrics",
+                        "--duet-tbt-slo-ms", "0.3", "--no-duet-online-correction"]),
+        "sized": Server(["--chunked-prefill-size", "64", "--duet-tbt-slo-ms", "2.4",
+                         "--no-duet-online-correction", "--duet-max-lookahead", "2",
+                         "--duet-plan-log", log]),
+    }
+    servers["sized"].plan_log = log
+    for srv in servers.values():
         request.addfinalizer(srv.stop)
+    with cf.ThreadPoolExecutor(2) as ex:
+        list(ex.map(lambda srv: srv.start(timeout=400), servers.values()))
+    return servers
+
+
+class TestAdaptive:
+    def test_tiny_slo_uses_both_modes(self, tiny_slo_servers):
+        srv = tiny_slo_servers["tiny"]  # both modes must appear
         for burst in range(3):
             run_all(srv, prompts(6, [150, 20, 90], seed=10 + burst), 12, ignore_eos=True)
         assert metric(srv, "iterations", mode="aggregated") > 0
@@ -177,19 +198,12 @@ class TestAdaptive:
         assert {"aggregated", "spatial"} <= set(modes)
 
 
-    def test_slo_sized_mixed_batches_run_exactly(self, request, tmp_path, duet_server):
+    def test_slo_sized_mixed_batches_run_exactly(self, tiny_slo_servers, duet_server):
         """#23 item 6: SLO-sized mixed batches (a prefill chunk the latency model sized to meet
         tau) on a real server give the tokens of plain aggregated mode and of transformers, stop
-        and abort mid-run, and give the KV pool back. At tau 2.4 ms (2.16 ms planned) on the CPU
-        profile, one or two decodes alone meet it, a 64-token chunk mixed in does not, and with
-        look-ahead 2 no split does either: 13-19 prompt tokens fit (sized.py)."""
-        from helpers.server import Server
-
-        log = str(tmp_path / "plan")
-        srv = Server(["--chunked-prefill-size", "64", "--duet-tbt-slo-ms", "2.4",
-                      "--no-duet-online-correction", "--duet-max-lookahead", "2",
-                      "--duet-plan-log", log]).start()
-        request.addfinalizer(srv.stop)
+        and abort mid-run, and give the KV pool back (the `sized` server)."""
+        srv = tiny_slo_servers["sized"]
+        log = srv.plan_log
         longs, shorts = prompts(3, [50], seed=1), prompts(6, [150, 120, 90], seed=2)
         out: dict = {}
 

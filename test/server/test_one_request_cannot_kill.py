@@ -37,12 +37,12 @@ def test_sglang_duet_answers_400_and_stays_up(duet_server, case):
 
 
 @pytest.mark.parametrize("case", sorted(STOCK))
-def test_stock_answers_these_itself(stock_llguidance_server, case):
+def test_stock_answers_these_itself(stock_server, case):
     path, body, _ = BAD[case]
     status, piece = STOCK[case]
-    r = requests.post(stock_llguidance_server.url + path, json=body, timeout=60)
+    r = requests.post(stock_server.url + path, json=body, timeout=60)
     assert r.status_code == status and piece in r.text, (r.status_code, r.text[:300])
-    assert still_serving(stock_llguidance_server)
+    assert still_serving(stock_server)
 
 
 def test_stock_dies_on_a_prompt_id_outside_the_vocabulary(fresh_server):

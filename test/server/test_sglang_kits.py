@@ -59,13 +59,13 @@ def test_the_skipped_tests_are_real_kit_tests():
 
 
 @pytest.mark.parametrize("system", ["sglang-duet", "stock"])
-def test_request_length_validation(system, duet_server, stock_llguidance_server):
+def test_request_length_validation(system, duet_server, stock_server):
     """What SGLang's own request-length test checks (test/srt, not in the wheel), with the
     official client: a prompt over the context, and a completion budget over it, are each a
     BadRequestError; the server keeps serving."""
     openai = pytest.importorskip("openai")
     # both servers named in the signature: the shared-server plan sees every user of each
-    either = duet_server if system == "sglang-duet" else stock_llguidance_server
+    either = duet_server if system == "sglang-duet" else stock_server
     client = openai.Client(api_key="EMPTY", base_url=either.url + "/v1")
     words = "hello " * 5000  # over the tiny model's 4096-token context
     with pytest.raises(openai.BadRequestError):
