@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 
@@ -23,25 +24,29 @@ SLOW_HELP = "from sglang_duet.launch_server import main\nmain(['--help'])"
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """`cli_help --write` and a `--help` without a cache, each with a fresh cache directory,
-    started at once (each is mostly SGLang's imports): name -> (cache home, returncode, stdout,
-    stderr)."""
-    cmds = {"write": [sys.executable, "-m", "sglang_duet.cli_help", "--write"],
-            "slow_help": [sys.executable, "-c", SLOW_HELP]}
-    homes = {k: tmp_path_factory.mktemp(k) for k in cmds}
-    procs = {k: subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                 cwd=ROOT, env={**child_env(), "XDG_CACHE_HOME": str(homes[k])})
-             for k, cmd in cmds.items()}
-    outs = {k: p.communicate(timeout=300) for k, p in procs.items()}
-    return {k: (homes[k], procs[k].returncode, *outs[k]) for k in cmds}
+def slow_help(tmp_path_factory):
+    """`--help` in a fresh process with an empty cache directory: (cache home, the process)."""
+    home = tmp_path_factory.mktemp("slow_help")
+    out = subprocess.run([sys.executable, "-c", SLOW_HELP], capture_output=True, text=True,
+                         env={**child_env(), "XDG_CACHE_HOME": str(home)}, cwd=ROOT,
+                         timeout=300)
+    return home, out
 
 
 @pytest.fixture(scope="module")
-def cache(runs):
-    """A fresh cache directory holding the flags written by `cli_help --write`."""
-    home, code, _, err = runs["write"]
-    assert code == 0, err[-2000:]
+def cache(tmp_path_factory, live):
+    """A fresh cache directory holding the flags written by `cli_help --write` (run here: the
+    `live` fixture imported SGLang into this process already)."""
+    home = tmp_path_factory.mktemp("cache")
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(home)
+    try:
+        cli_help.main(["--write"])
+    finally:
+        if saved is None:
+            del os.environ["XDG_CACHE_HOME"]
+        else:
+            os.environ["XDG_CACHE_HOME"] = saved
     (path,) = (home / "sglang-duet").glob("sglang_flags-*.json")
     return home, path
 
@@ -109,9 +114,10 @@ def test_stale_data_leaves_the_help_to_the_real_parser(monkeypatch, tmp_path):
     assert cli_help.print_fast_help(["--port", "1"]) is False
 
 
-def test_a_slow_help_writes_the_cache(runs):
-    """Without a cache the real parser prints the help and leaves the cache for the next one."""
-    home, code, out, err = runs["slow_help"]
-    assert code == 0 and "--duet-tbt-slo-ms" in out, err[-2000:]
+def test_a_slow_help_writes_the_cache(slow_help, cache):
+    """Without a cache the real parser prints the help and leaves the cache for the next one:
+    the same flags as `--write` writes."""
+    home, out = slow_help
+    assert out.returncode == 0 and "--duet-tbt-slo-ms" in out.stdout, out.stderr[-2000:]
     (path,) = (home / "sglang-duet").glob("sglang_flags-*.json")
-    assert cli_help.load_snapshot(path)["actions"]
+    assert cli_help.load_snapshot(path) == cli_help.load_snapshot(cache[1])
