@@ -18,6 +18,8 @@ def _has_cuda() -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    # a test that ends a shared server runs after every other test, so that it is its last user
+    items.sort(key=lambda item: item.get_closest_marker("ends_server") is not None)
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA device")
@@ -47,6 +49,9 @@ def no_driver(kernel):
 # ---- real servers: one per configuration for the whole session (helpers/shared_servers.py) ----
 
 CHUNK = 64  # small chunked-prefill size so that test prompts get chunked
+# no CUDA-coredump wait in a stock server (sglang-duet's CPU settings do the same): a crash ends
+# it in seconds
+STOCK_ENV = {"SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "false"}
 
 
 def _server(request, args, stock=False, env=None):
@@ -68,7 +73,7 @@ def _stock_llguidance():
     from sglang_duet.tiny_model import default_model_path
 
     return Server(["--model-path", str(default_model_path()), "--chunked-prefill-size",
-                   str(CHUNK), "--grammar-backend", "llguidance"], stock=True)
+                   str(CHUNK), "--grammar-backend", "llguidance"], stock=True, env=STOCK_ENV)
 
 
 def _tp2(plans: str):
@@ -155,7 +160,8 @@ def stock_server(request):
     """Stock `python -m sglang.launch_server` on the same embedded model and chunk size, with
     --grammar-backend llguidance: its default, xgrammar, cannot run without CUDA, and llguidance
     is sglang-duet's CPU default. The stock baseline for greedy tokens, constrained decoding and
-    bad requests (#24); a test whose request kills stock starts its own (`fresh_server`)."""
+    bad requests (#24). A test whose request kills it is marked `ends_server`, so it runs last.
+    """
     return _get(request, "stock_server")
 
 
@@ -169,7 +175,7 @@ def fresh_server(request):
 
     def start(args, stock=False):
         extra = ["--model-path", str(default_model_path())] if stock else []
-        env = {"SGLANG_CUDA_COREDUMP_BEFORE_CRASH": "false"} if stock else None
+        env = STOCK_ENV if stock else None
         return _server(request, [*extra, "--chunked-prefill-size", str(CHUNK), *args],
                        stock=stock, env=env)
 

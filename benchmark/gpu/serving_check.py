@@ -69,7 +69,9 @@ class Plan:
 
 MIN_SYSTEM_S = 60.0  # a server start plus two short bench runs
 
-CPU_PLAN = Plan(prompts=32, prompt_lens=(8, 120), new_tokens=8, qps=(4.0, 8.0), bench_requests=8,
+# One QPS point on the CPU (the GPU plan's two run the same per-point loop; each point costs a
+# bench_serving process, ~15 s here).
+CPU_PLAN = Plan(prompts=32, prompt_lens=(8, 120), new_tokens=8, qps=(4.0,), bench_requests=8,
                 scale=0.05, systems=("sglang-chunked", "duet"),
                 # The CPU KV pool is sized by --max-total-tokens; SGLang still checks the static
                 # fraction against free host memory, which other jobs on a shared machine move.
