@@ -41,8 +41,6 @@ OLD_FORMAT: dict[str, str] = {
                          "under bench_serving, ~10 min idle (much more on a shared machine)",
     "serving/azure_conv_cpu.json": "python -m benchmark.serving on 3 real CPU servers at 2 QPS "
                                    "points, ~5 min idle (much more on a shared machine)",
-    "latency_model/prediction_cost.json": "a timing benchmark (seconds): rerun it on a quiet "
-                                          "machine, not a shared one at load 4-9",
 }
 
 # Inputs a result was computed from, in the simulator's own plain formats (a stamp key would not
