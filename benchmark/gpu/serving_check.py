@@ -64,7 +64,6 @@ class Plan:
                                     "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "32")
     duet_args: tuple[str, ...] = ("--duet-decode-graph-sizes", "2")
     chunk: int | None = None  # --chunked-prefill-size (None: SGLang's default)
-    parallel_equality: bool = False  # start both equality servers at once (CPU: memory allows)
 
 
 MIN_SYSTEM_S = 60.0  # a server start plus two short bench runs
@@ -75,8 +74,7 @@ CPU_PLAN = Plan(prompts=32, prompt_lens=(8, 120), new_tokens=8, qps=(4.0,), benc
                 scale=0.05, systems=("sglang-chunked", "duet"),
                 # The CPU KV pool is sized by --max-total-tokens; SGLang still checks the static
                 # fraction against free host memory, which other jobs on a shared machine move.
-                server_args=("--mem-fraction-static", "0.3"), duet_args=(), chunk=128,
-                parallel_equality=True)
+                server_args=("--mem-fraction-static", "0.3"), duet_args=(), chunk=128)
 
 
 def qwen3_8b_dir(out: Path) -> Path:
@@ -122,34 +120,18 @@ def step_equality(plan: Plan, model: str, work: Path) -> dict:
     vocab = min(AutoConfig.from_pretrained(model).vocab_size, 2048)
     prompts = make_prompts(plan, vocab)
     outs, info = {}, {}
-    servers = {}
     for mode in ("aggregated", "spatial"):
-        args = ["--model-path", model, "--duet-mode", mode, "--duet-plan-log",
-                str(work / f"plan_{mode}.jsonl"), *plan.server_args, *plan.duet_args]
+        log = work / f"plan_{mode}.jsonl"
+        args = ["--model-path", model, "--duet-mode", mode, "--duet-plan-log", str(log),
+                *plan.server_args, *plan.duet_args]
         if plan.chunk:
             args += ["--chunked-prefill-size", str(plan.chunk)]
-        servers[mode] = Server(args, log_path=str(work / f"server_{mode}.log"))
-
-    def start(srv) -> float:
         t0 = time.time()
-        srv.start()
-        return round(time.time() - t0, 1)
-
-    try:
-        if plan.parallel_equality:  # both up at once (each start is mostly imports)
-            with ThreadPoolExecutor(2) as pool:
-                started = dict(zip(servers, pool.map(start, servers.values()), strict=True))
-        for mode, srv in servers.items():
-            if not plan.parallel_equality:  # one at a time: one model in GPU memory
-                started = {mode: start(srv)}
+        with Server(args, log_path=str(work / f"server_{mode}.log")) as srv:
+            started = time.time() - t0
             t1 = time.time()
             outs[mode] = run_prompts(srv, prompts, plan.new_tokens)
-            info[mode] = {"start_s": started[mode], "generate_s": round(time.time() - t1, 2)}
-            if not plan.parallel_equality:
-                srv.stop()
-    finally:
-        for srv in servers.values():
-            srv.stop()
+            info[mode] = {"start_s": round(started, 1), "generate_s": round(time.time() - t1, 2)}
     result = compare_outputs(outs["aggregated"], outs["spatial"])
     modes = summarize_plan_log(sorted(work.glob("plan_spatial.jsonl.tp0*")))
     result.update(servers=info, spatial_iterations=modes["iterations_by_mode"],

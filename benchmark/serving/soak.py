@@ -243,12 +243,9 @@ def suite(model: str, n: int, concurrency: int, abort_frac: float, bad_frac: flo
                                      title.split("::")[-1]) for title in kills}
     try:
         for title, fut in starts.items():  # one kill at a time; the others wait idle
-            srv = fut.result()
-            try:
-                killed[title] = faults.kill_child(srv, title)
-            finally:
-                srv.stop()
-    finally:
+            killed[title] = faults.kill_child(fut.result(), title)
+            fut.result().stop()
+    finally:  # every server that started, whatever failed (stop is idempotent)
         for fut in starts.values():
             if fut.exception() is None:
                 fut.result().stop()
