@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace as NS
 
 import pytest
+import torch
 
-from sglang_duet.runtime.lookahead import REASONS, Lookahead, max_safe_lookahead
+from sglang_duet.runtime.lookahead import (
+    REASONS,
+    Lookahead,
+    launch,
+    max_safe_lookahead,
+    process,
+)
 
 
 def req(max_new=100, out=1, finished=False, grammar=None):
@@ -95,3 +103,93 @@ def test_row_of_the_req_to_token_table_caps_it():
     b = batch([NS(**vars(req()), origin_input_ids=[0] * 90)])
     b.req_to_token_pool = NS(req_to_token=torch.zeros(1, 93, dtype=torch.int32))
     assert max_safe_lookahead(sched(), b, 8).steps == 2
+
+
+# --- launch / process: per-step delivery and surplus slots (CPU fakes) ----------------------
+@dataclasses.dataclass(frozen=True)
+class _Processor:
+    enable_overlap: bool = False
+
+
+class _LaunchReq:
+    def __init__(self, idx: int, finish_at: int | None):
+        self.idx, self.finish_at, self.done = idx, finish_at, False
+        self.kv_committed_len = 10 + idx
+        self.kv = NS(kv_allocated_len=self.kv_committed_len)
+
+    def finished(self) -> bool:
+        return self.done
+
+
+class _LaunchSched:
+    """run_batch returns the step number; process_batch_result finishes requests at their step
+    and logs every call, wait and free in one sequence."""
+
+    def __init__(self, log: list):
+        self.log, self.step = log, 0
+        self.batch_result_processor = _Processor()
+        self.token_to_kv_pool_allocator = NS(free=lambda t: log.append(("free", t.tolist())))
+
+    def run_batch(self, batch):
+        self.step += 1
+        return self.step - 1
+
+    def process_batch_result(self, batch, result):
+        self.log.append(("process", result))
+        for r in batch.reqs:
+            if not r.done and r.finish_at == result:
+                r.done = True
+
+
+class _LaunchBatch:
+    def __init__(self, reqs):
+        self.reqs, self.next_slot = reqs, 100
+
+    def prepare_for_decode(self):
+        n = len(self.reqs)
+        self.out_cache_loc = torch.arange(self.next_slot, self.next_slot + n)
+        self.next_slot += n
+        for r in self.reqs:
+            r.kv_committed_len += 1
+            r.kv.kv_allocated_len += 1
+
+
+def _run(finish_at, k=4, marks=True):
+    log: list = []
+    s = _LaunchSched(log)
+    b = _LaunchBatch([_LaunchReq(i, f) for i, f in enumerate(finish_at)])
+    names = iter(range(100))
+    la = launch(s, b, k, (lambda: f"mark{next(names)}") if marks else None)
+    return process(s, la, lambda m: log.append(("wait", m))), log, b
+
+
+def test_each_step_is_processed_once_its_own_mark_is_done():
+    discarded, log, _ = _run([None, None], k=3)
+    assert discarded == 0
+    assert log == [("wait", "mark0"), ("process", 0), ("wait", "mark1"), ("process", 1),
+                   ("wait", "mark2"), ("process", 2)]
+
+
+def test_surplus_slots_of_a_finished_request_go_back_after_the_last_step():
+    # two requests, slots of steps 1..3: step j (1..3) gives request i the slot 100 + 2 (j - 1) + i
+    discarded, log, b = _run([1, None], k=4)
+    assert discarded == 2  # request 0 finished at step 1 of 0..3: steps 2 and 3 dropped
+    assert log[-1] == ("free", [102, 104]) and [e[0] for e in log].count("free") == 1
+    assert log.index(("free", [102, 104])) > log.index(("process", 3))
+    # the running request keeps every slot; the finished one is left as of its last step
+    assert b.reqs[1].kv_committed_len == 11 + 3 and b.reqs[0].kv_committed_len == 10 + 1
+
+
+def test_a_request_finishing_at_the_last_step_frees_nothing():
+    discarded, log, _ = _run([3, 0], k=4)
+    assert discarded == 3
+    assert [e for e in log if e[0] == "free"] == [("free", [101, 103, 105])]
+
+
+def test_without_marks_the_same_results():
+    with_marks = _run([1, None], k=4)
+    without = _run([1, None], k=4, marks=False)
+    assert with_marks[0] == without[0]
+    assert [e for e in with_marks[1] if e[0] != "wait"] == [
+        e for e in without[1] if e[0] != "wait"]
+    assert {e[1] for e in without[1] if e[0] == "wait"} == {None}

@@ -181,3 +181,11 @@ class TestJoinFallback:
         phases.probe_join()
         assert not phases.host_join
         assert log == ["main waits d16", "main waits p16"]
+
+
+def test_no_step_marks_without_streams():
+    """Without partitions (CPU) the look-ahead has no per-step marks: the caller joins once,
+    and waiting for a missing mark does nothing."""
+    phases = PhaseRunners(FakeModelRunner(), "decode-b", "prefill-b")
+    assert phases.marker(16) is None
+    phases.wait(None)

@@ -85,3 +85,27 @@ def test_join_probe_keeps_device_events_or_says_why(phases, menu):
     phases.join(s_d, 0)
     assert out.clone().min().item() == 7.0
     print(f"phases join: {'host sync' if phases.host_join else 'device events'}")
+
+
+def test_a_step_mark_is_waited_for_alone(phases, menu):
+    """Look-ahead delivery (runtime/lookahead.py): after waiting for step 0's mark the scheduler
+    stream reads step 0's result while a later step is still running on the decode stream."""
+    import torch
+
+    s_d = menu.decode_sizes[0]
+    mark = phases.marker(s_d)
+    if mark is None:
+        pytest.skip("host joins: events are refused across contexts, marks are off")
+    x = torch.zeros(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    with phases.decode(s_d):
+        y0 = x + 1  # step 0
+        m0 = mark()
+        torch.cuda._sleep(SLEEP_CYCLES * 10)  # step 1: ~1 s
+        y1 = x + 2
+        m1 = mark()
+    phases.wait(m0)
+    assert y0.min().item() == 1.0  # read on the scheduler stream: waits for step 0 only
+    assert not m1.query()  # step 1 still running
+    phases.wait(m1)
+    assert y1.min().item() == 2.0

@@ -93,8 +93,14 @@ def test_tp_ranks_run_rank0s_decision(monkeypatch):
 class FakePhases:
     partitions = None
 
-    def __init__(self, log):
-        self.log = log
+    def __init__(self, log, marks=False):
+        self.log, self.marks = log, marks
+
+    def marker(self, s_d):
+        return (lambda: "mark") if self.marks else None
+
+    def wait(self, mark):
+        self.log.append(("wait", mark))
 
     @contextlib.contextmanager
     def decode(self, s_d):
@@ -110,21 +116,39 @@ class FakePhases:
         self.log.append(("join", side))
 
 
-def test_spatial_step_runs_exactly_the_decided_steps(monkeypatch):
+@pytest.mark.parametrize("marks", [False, True])
+def test_spatial_step_runs_exactly_the_decided_steps(monkeypatch, marks):
+    """Decode launched first, then the prefill; decode results per step when the phases mark
+    steps (no join before them), else after one join of the decode stream."""
     log = []
     decode = NS(is_empty=lambda: False, reqs=[req("a")])
     s = NS(
-        duet_phases=FakePhases(log), duet_own_prefill_group=False, running_batch="running",
-        update_running_batch=lambda rb: decode,
+        duet_phases=FakePhases(log, marks), duet_own_prefill_group=False,
+        running_batch="running", update_running_batch=lambda rb: decode,
         run_batch=lambda b: log.append(("run", b)) or "result",
         process_batch_result=lambda b, r: log.append(("processed", b)),
     )
-    monkeypatch.setattr(lookahead, "launch", lambda sc, b, k: log.append(("launch", k)) or "la")
-    monkeypatch.setattr(lookahead, "process", lambda sc, la: 2)
+
+    def launch(sc, b, k, mark):
+        log.append(("launch", k, mark() if mark else None))
+        return "la"
+
+    def process(sc, la, wait):
+        wait("step0")
+        log.append(("process", la))
+        return 2
+
+    monkeypatch.setattr(lookahead, "launch", launch)
+    monkeypatch.setattr(lookahead, "process", process)
     decision = Decision(spatial(4), lookahead.Lookahead(3, "kv_pool"))
     run = DuetScheduler._step_spatial(s, "prefill-batch", decision)
     assert isinstance(run, SpatialRun) and (run.steps, run.discarded) == (3, 2)
-    assert log[:4] == [("decode", 32), ("launch", 3), ("prefill", 32), ("run", "prefill-batch")]
+    first = [("decode", 32), ("launch", 3, "mark" if marks else None), ("prefill", 32),
+             ("run", "prefill-batch")]
+    joined = [] if marks else [("join", 0)]
+    assert log[:len(first) + len(joined) + 2] == first + joined + [("wait", "step0"),
+                                                                   ("process", "la")]
+    assert log[-3:] == [("join", 0), ("join", 1), ("processed", "prefill-batch")]
 
 
 def test_configured_binds_the_args_without_a_module_global():

@@ -162,8 +162,12 @@ class TestRead:
             assert callable(getattr(ScheduleBatch, name)), name
         fields = {f.name for f in dataclasses.fields(ScheduleBatch)}
         for name in ("reqs", "forward_mode", "spec_algorithm", "return_logprob",
-                     "return_hidden_states", "sampling_info", "req_to_token_pool"):
+                     "return_hidden_states", "sampling_info", "req_to_token_pool",
+                     "out_cache_loc"):
             assert name in fields, name
+        # each look-ahead step's slots, one per request in batch order (lookahead.process)
+        assert "self.out_cache_loc = alloc_for_decode(self, token_per_req=1)" in src(
+            ScheduleBatch.prepare_for_decode)
         body = src(Req)
         for name in ("self.origin_input_ids", "self.output_ids", "self.prefix_indices",
                      "self.sampling_params", "self.grammar", "self.req_pool_idx"):

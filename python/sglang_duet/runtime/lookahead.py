@@ -6,11 +6,19 @@ reserved per request and step before the step is launched. Results are then proc
 order exactly as a step-by-step run would, so a request that finishes at step j (EOS, max tokens,
 stop string) keeps exactly the same tokens; its surplus slots (steps j+1..k-1) are released and
 its surplus tokens are dropped.
+
+Delivery is per step: `launch` can mark each step's end (an event on the decode stream), and
+`process` waits for step j's mark only before it processes, and so streams, step j. Clients then
+get a token every decode step (t_d), not k tokens at the end of the iteration (k * t_d), which is
+what the policy's gap bound and the simulator assume. Without marks (CPU, or a driver that
+refuses cross-context events: `phases.PhaseRunners.host_join`) the caller waits for the whole
+decode stream first, and tokens arrive at the iteration's end.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -114,34 +122,42 @@ class LookaheadLaunch:
     batch: Any
     results: list[Any]
     base_committed: list[int]  # kv_committed_len of each req at step 0
+    slots: list[Any]  # out_cache_loc of steps 1..k-1: one KV slot per request, batch order
+    marks: list[Any]  # per step: its end on the decode stream (an event), or None
 
 
-def launch(sched: Any, batch: Any, k: int) -> LookaheadLaunch:
-    """Launch k decode steps of `batch` (already prepared for step 0 by update_running_batch)."""
+def launch(sched: Any, batch: Any, k: int, mark: Callable[[], Any] | None = None
+           ) -> LookaheadLaunch:
+    """Launch k decode steps of `batch` (already prepared for step 0 by update_running_batch).
+    ``mark()``: called after each step's launch, on the decode stream; what it returns (an
+    event, or None) is what `process` waits for before that step."""
     base = [r.kv_committed_len for r in batch.reqs]
-    results = [sched.run_batch(batch)]
+    results, slots, marks = [sched.run_batch(batch)], [], []
+    marks.append(mark() if mark is not None else None)
     for _ in range(1, k):
         batch.prepare_for_decode()  # reserves one more slot per request; input from FutureMap
+        slots.append(batch.out_cache_loc)
         results.append(sched.run_batch(batch))
-    return LookaheadLaunch(batch, results, base)
+        marks.append(mark() if mark is not None else None)
+    return LookaheadLaunch(batch, results, base, slots, marks)
 
 
-def process(sched: Any, la: LookaheadLaunch) -> int:
-    """Process the k results in step order; returns the number of surplus tokens discarded."""
+def process(sched: Any, la: LookaheadLaunch, wait: Callable[[Any], None] | None = None) -> int:
+    """Process the k results in step order, each after ``wait(mark)`` of its step (the current
+    stream waits for that step only); returns the number of surplus tokens discarded."""
     batch, k = la.batch, len(la.results)
+    if wait is not None:
+        wait(la.marks[0])
     if k == 1:
         sched.process_batch_result(batch, la.results[0])
         return 0
     final = [r.kv_committed_len for r in batch.reqs]
-    pool = batch.req_to_token_pool.req_to_token
-    # Slots of steps 1..k-1 per request, captured before a finishing request frees its row.
-    reserved = [
-        pool[r.req_pool_idx, b : f].to(torch.int64).clone()
-        for r, b, f in zip(batch.reqs, la.base_committed, final, strict=True)
-    ]
+    ended: list[tuple[int, int]] = []  # (request index, step it finished at)
     discarded = 0
     with patches.results_skip_finished(sched):
         for step, result in enumerate(la.results):
+            if step and wait is not None:
+                wait(la.marks[step])
             live = []
             for i, req in enumerate(batch.reqs):
                 if req.finished():
@@ -153,13 +169,19 @@ def process(sched: Any, la: LookaheadLaunch) -> int:
             sched.process_batch_result(batch, result)
             for i in live:
                 req = batch.reqs[i]
-                surplus = reserved[i][step:]
                 if req.finished():
-                    if surplus.numel():
-                        sched.token_to_kv_pool_allocator.free(surplus)
+                    ended.append((i, step))
                     discarded += k - 1 - step
                 else:
                     req.kv_committed_len = final[i]
                     req.kv.kv_allocated_len = final[i]
+    if ended:
+        # Surplus slots (steps j+1..k-1) go back only now: the slot tensors may come from
+        # allocator work queued on the decode stream before the last step, which the last
+        # wait covers (earlier ones need not). No allocation happens in between.
+        reserved = torch.stack([s.to(torch.int64) for s in la.slots], dim=1)
+        for i, step in ended:
+            if step < k - 1:
+                sched.token_to_kv_pool_allocator.free(reserved[i, step:])
     return discarded
 

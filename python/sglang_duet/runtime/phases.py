@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from sglang_duet.runtime import decode_graphs, patches
@@ -120,6 +120,28 @@ class PhaseRunners:
             except RuntimeError as exc:
                 self._fall_back_to_host_join(exc)
         stream.synchronize()
+
+    def marker(self, sms_decode: int) -> Callable[[], Any] | None:
+        """What `lookahead.launch` calls after each decode step, on the decode stream: it
+        records an event there, which `wait` makes the current stream wait for, so step j's
+        results are read (and streamed) once step j is done. None (join the whole stream first):
+        no partitions, or events refused across contexts (`host_join`)."""
+        if self._stream(sms_decode, 0) is None or self.host_join:
+            return None
+        import torch
+
+        def mark() -> Any:
+            event = torch.cuda.Event()
+            event.record()  # on the current stream: the decode partition's, inside decode()
+            return event
+
+        return mark
+
+    @staticmethod
+    def wait(event: Any) -> None:
+        """The current stream waits for ``event`` (a `marker` mark; None: nothing to wait)."""
+        if event is not None:
+            _current_stream().wait_event(event)
 
     def probe_join(self) -> None:
         """Joins each side of one split once, so a driver that refuses cross-context events

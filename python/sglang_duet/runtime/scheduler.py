@@ -196,14 +196,19 @@ class DuetScheduler(Scheduler):
             return SpatialRun(None, None, 0, 0)
         k = decision.lookahead.steps
         t0 = time.perf_counter()
+        mark = phases.marker(s_d)
         with phases.decode(s_d):
-            launched = lookahead.launch(self, decode, k)
+            launched = lookahead.launch(self, decode, k, mark)
         t1 = time.perf_counter()
         with phases.prefill(s_d), patches.prefill_tp_group(self.duet_own_prefill_group):
             result_p = self.run_batch(prefill)
         t2 = time.perf_counter()
-        phases.join(s_d, 0)  # decode results first: they need not wait for the prefill
-        discarded = lookahead.process(self, launched)
+        # Decode results first, each step as soon as it is done (they need not wait for the
+        # prefill, nor for later steps); without per-step marks, once the whole decode is.
+        if mark is None:
+            phases.join(s_d, 0)
+        discarded = lookahead.process(self, launched, phases.wait)
+        phases.join(s_d, 0)
         t3 = time.perf_counter()
         phases.join(s_d, 1)
         self.process_batch_result(prefill, result_p)

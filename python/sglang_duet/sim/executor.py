@@ -3,9 +3,10 @@
 * ``aggregated``: one mixed batch (decode rows, then prefill chunks) on the whole GPU.
 * ``decode_only``: the decode batch on the whole GPU, ``lookahead`` steps.
 * ``spatial``: ``predict_concurrent`` of the decode batch on ``sms_decode`` SMs and the prefill
-  batch on ``sms_prefill``; decode step j (1..k) ends at ``j * t_d``; the iteration ends at
-  ``max(k * t_d, t_p)``. With ``free_running=True`` (SGLang PD-multiplexing, whose decode stream
-  keeps looping while a prefill runs and sees it done after a step) k is instead
+  batch on ``sms_prefill``; decode step j (1..k) ends at ``j * t_d`` and its tokens leave then,
+  or once the CPU has launched both phases if that is later (``_delivered``); the iteration
+  ends at ``max(k * t_d, t_p)``. With ``free_running=True`` (SGLang PD-multiplexing, whose
+  decode stream keeps looping while a prefill runs and sees it done after a step) k is instead
   ``ceil(t_p / t_d)`` and the iteration ends with that step; each of its decode steps is
   CPU-scheduled: it pays a scheduled pass's host time, where duet's look-ahead steps are graph
   replays launched back to back (``LatencyModel.predict_concurrent``).
@@ -94,8 +95,8 @@ class Executor:
             k = plan.lookahead if n_d else 0
             if mode == "spatial" and n_d and prefill_q:
                 t_d, t_p = plan.predicted_decode_s, plan.predicted_prefill_s
-                return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
-                                       t_d, t_p)
+                return IterationTiming(max(k * t_d, t_p),
+                                       self._delivered(t_d, k, n_d, prefill_sample), t_d, t_p)
             if mode == "decode_only":
                 t = plan.predicted_decode_s + self._eager(n_d)
                 return IterationTiming(k * t, [t * j for j in range(1, k + 1)], t, 0.0)
@@ -119,8 +120,10 @@ class Executor:
                     t_p = sliced_prefill_s(t_p, t_d, lat.model.num_layers, sum(prefill_q),
                                            self.split_forward_budget)
                 k = max(1, math.ceil(t_p / t_d - 1e-9)) if t_d > 0 else 1
-            return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
-                                   t_d, t_p)
+                return IterationTiming(max(k * t_d, t_p), [t_d * j for j in range(1, k + 1)],
+                                       t_d, t_p)
+            return IterationTiming(max(k * t_d, t_p),
+                                   self._delivered(t_d, k, n_d, prefill_sample), t_d, t_p)
         if mode == "decode_only" or not prefill_q:
             t = lat.predict(Batch(np.ones(n_d, np.int64), np.asarray(decode_ctx, np.int64))).total_s
             t += self._eager(n_d)
@@ -132,6 +135,17 @@ class Executor:
         s = [True] * n_d + list(prefill_sample)
         t = lat.predict(Batch(q, c, s)).total_s
         return IterationTiming(t, [t] if n_d else [], t, t)
+
+    def _delivered(self, t_d: float, k: int, n_d: int, prefill_sample: Sequence[bool]
+                   ) -> list[float]:
+        """When a duet spatial iteration's decode tokens leave the scheduler (offsets, s): step
+        j's at ``j * t_d`` (the runtime processes and streams each step once its mark is done,
+        `runtime.lookahead`), but not before the CPU has launched the k steps and the prefill
+        (their host time), which it does before it processes any result."""
+        lat = self.latency
+        launch = (k * lat.host_seconds(True, self.decode_host, n_d)
+                  + lat.host_seconds(False, "spatial", sum(map(bool, prefill_sample))))
+        return [max(t_d * j, launch) for j in range(1, k + 1)]
 
     def decode_steps(self, ctx: np.ndarray, m: int, first: float | None = None) -> np.ndarray:
         """Durations of m consecutive decode steps of one batch (contexts grow 1 per step);
