@@ -51,6 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="two values per knob (the ends of each grid)")
     ap.add_argument("--no-length-check", action="store_true",
                     help="skip the run with twice the requests")
+    ap.add_argument("--keep-others", action="store_true",
+                    help="with --policies: keep every other policy's result from the sweep's "
+                         "existing JSON, each marked with the commit it was run at (for a "
+                         "change that touches only the swept policies' code)")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--out", default=DEFAULT_OUT, help="output folder")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -107,9 +111,35 @@ def _without_out(argv: list[str]) -> list[str]:
     return out
 
 
+def keep_others(result: dict, path: str) -> dict:
+    """``result`` plus every policy of the existing sweep at ``path`` that it did not run, each
+    with ``carried_from`` (that file's commit and command), in the existing sweep's order."""
+    if not os.path.exists(path):
+        return result
+    with open(path) as f:
+        old = json.load(f)
+    if old["config"]["cluster"] != result["config"]["cluster"]:
+        raise ValueError(f"{path}: another cluster; --keep-others needs the same one")
+    stamp = old.get("stamp", {})
+    origin = {"commit": stamp.get("commit"), "command": stamp.get("command")}
+    pols: dict = {}
+    for pol, r in old["policies"].items():
+        if pol in result["policies"]:
+            pols[pol] = result["policies"][pol]
+        else:
+            pols[pol] = {**r, "carried_from": r.get("carried_from", origin)}
+    pols.update({p: r for p, r in result["policies"].items() if p not in pols})
+    cfg = {**result["config"], "policies": list(pols)}
+    return {**result, "config": cfg, "policies": pols}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     traces = list(START_QPS) if args.trace == "all" else [args.trace]
+    if args.keep_others and args.policies == "all":
+        print("benchmark.capacity: error: --keep-others needs --policies (the ones to rerun)",
+              file=sys.stderr)
+        return 2
     try:
         cfgs = [_config(args, t) for t in traces]
         for cfg in cfgs:
@@ -122,8 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     for cfg in cfgs:
         print(f"capacity sweep: {report.title(cfg.to_dict())}", flush=True)
         result = run_sweep(cfg, args.out, quiet=args.quiet)
-        result["ratios"] = report.ratios(result)
         path = os.path.join(args.out, report.stem(result["config"]) + ".json")
+        if args.keep_others:
+            result = keep_others(result, path)
+        result["ratios"] = report.ratios(result)
         write_result(path, result, argv=_without_out(sys.argv if argv is None else
                                                      ["benchmark.capacity", *argv]))
         png, md = report.write(result, args.out)

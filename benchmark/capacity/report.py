@@ -126,6 +126,13 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", f"duet / best-tuned best alternative ({rt['best_alternative']}): "
                   f"{_num(rt['vs_best_alternative'], 2)}x; duet / best aggregated: "
                   f"{_num(rt.get('vs_best_aggregated'), 2)}x."]
+    carried = {p: r["carried_from"] for p, r in result["policies"].items()
+               if r.get("carried_from")}
+    if carried:
+        lines += ["", "Carried from an earlier sweep of the same cluster (`--keep-others`: "
+                  "the change in between touched only the other policies' code): " +
+                  "; ".join(f"{p} at {str(c.get('commit'))[:12]}" for p, c in carried.items())
+                  + "."]
     moved = [p for p, r in result["policies"].items()
              if r["best"].get("run_length") and not r["best"]["run_length"]["ok"]]
     lines += ["", "Run-length check: " + ("every best-tuned capacity moved by <= 5% with twice "

@@ -15,6 +15,7 @@ from sglang_duet.cli_args import ArgError, add_dataclass_args, check_fields, fro
 from sglang_duet.latency.hardware import HARDWARE, HARDWARE_ALIASES
 from sglang_duet.partition.registry import BACKEND_NAMES
 from sglang_duet.policy import POLICY_MODES
+from sglang_duet.policy.gap_optimizer import BACKLOG_DECODE_SHARE
 from sglang_duet.router import ROUTERS
 
 MODES: tuple[str, ...] = tuple(POLICY_MODES)
@@ -99,6 +100,13 @@ class DuetArgs(DuetFlags):
         metadata={"help": "Most decode steps run back to back per spatial iteration (>= 1).",
                   "min": 1},
     )
+    backlog_share: float = field(
+        default=BACKLOG_DECODE_SHARE,
+        metadata={"help": "While prompts queue beyond one iteration, the decode step every "
+                  "plan aims at, as a share of the TBT target (0 < share <= 1; 1: the target "
+                  "itself). Lower runs decode faster so requests free their KV sooner (pays "
+                  "when the KV pool, not prefill, limits load).", "min": 0.0},
+    )
     decode_graph_sizes: int = field(
         default=6,
         metadata={
@@ -163,6 +171,9 @@ class DuetArgs(DuetFlags):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if not 0.0 < self.backlog_share <= 1.0:
+            raise DuetArgError(f"{self.flag('backlog_share')} {self.backlog_share:g} must be in "
+                               "(0, 1]")
         if self.tbt_headroom_ms is not None and self.tbt_headroom_ms >= self.tbt_slo_ms:
             raise DuetArgError(f"{self.flag('tbt_headroom_ms')} {self.tbt_headroom_ms:g} must be "
                                f"below {self.flag('tbt_slo_ms')} {self.tbt_slo_ms:g}")

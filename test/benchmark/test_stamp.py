@@ -39,8 +39,6 @@ STAMP_KEYS = {"commit", "date", "machine", "command"}
 OLD_FORMAT: dict[str, str] = {
     "overhead/cpu.json": "python -m benchmark.overhead: 4 rounds of a stock and a duet server "
                          "under bench_serving, ~10 min idle (much more on a shared machine)",
-    "serving/azure_conv_cpu.json": "python -m benchmark.serving on 3 real CPU servers at 2 QPS "
-                                   "points, ~5 min idle (much more on a shared machine)",
 }
 
 # Inputs a result was computed from, in the simulator's own plain formats (a stamp key would not

@@ -146,3 +146,50 @@ def test_backlog_plans_faster_decode_steps_within_the_same_gap_bound():
     assert busy.predicted_prefill_s - (busy.lookahead - 1) * busy.predicted_decode_s <= 0.1
     paper = DuetPolicy.build("adaptive", 0.1, scheme="paper")
     assert paper.plan(decodes, waiting, backlog=True) == paper.plan(decodes, waiting)
+
+
+def test_backlog_target_binds_the_mixed_batches_too():
+    """Under backlog every option aims at backlog_share * tau: a mixed batch that meets tau
+    but not the target is not taken whole (sized to the target, or split)."""
+    decodes, waiting = running(32, 1024), [ReqState("w", 2048, 0, 0)]
+    calm = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting)
+    assert calm.mode == "aggregated" and 0.05 < calm.predicted_total_s <= 0.1, calm.reason
+    busy = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting, backlog=True)
+    if busy.mode == "aggregated":
+        assert busy.predicted_total_s <= 0.05 and len(busy.prefill) == 1
+        assert busy.prefill[0].length < 2048
+    else:
+        assert busy.mode == "spatial" and busy.predicted_decode_s <= 0.1, busy.reason
+    # share 1: the backlog changes nothing
+    one = DuetPolicy.build("adaptive", 0.1)
+    one.backlog_share = 1.0
+    assert one.plan(decodes, waiting, backlog=True) == calm
+
+
+def test_a_missed_backlog_target_is_relaxed_in_steps_not_dropped():
+    """No split reaches a 10 ms decode step for 64 decodes at 4K, but one between it and tau
+    does: the split keeps the tightest of the relaxed targets rather than tau's step."""
+    from sglang_duet.policy.gap_optimizer import RELAX_STEPS
+
+    decodes, waiting = running(64, 4096), [ReqState("long", 8192, 0, 0)]
+    pols = [DuetPolicy.build("adaptive", 0.1) for _ in range(2)]
+    for pol in pols:
+        pol.sized = False
+        pol.backlog_share = 0.1
+    calm = pols[0].plan(decodes, waiting)
+    busy = pols[1].plan(decodes, waiting, backlog=True)
+    assert calm.mode == busy.mode == "spatial"
+    tau = 0.1 / max(pols[1].correction.margin("spatial", "decode"),
+                    pols[1].correction.margin("spatial", "prefill"))
+    targets = [0.1 * tau + 0.9 * tau * j / RELAX_STEPS for j in range(RELAX_STEPS)]
+    assert busy.predicted_decode_s > targets[0]  # the target itself is out of reach
+    assert busy.predicted_decode_s <= max(targets) < calm.predicted_decode_s
+
+
+def test_backlog_share_must_be_a_share():
+    from sglang_duet.latency import LatencyModel, get_hardware, get_model
+
+    lat = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"))
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="backlog_share"):
+            DuetPolicy("adaptive", 0.1, latency=lat, backlog_share=bad)

@@ -65,6 +65,7 @@ class DuetPolicy:
         decode_host: str = "lookahead",
         sized: bool = True,
         objective: str = "prefill",
+        backlog_share: float = BACKLOG_DECODE_SHARE,
     ) -> None:
         """``decode_host``: the latency model's host kind of one spatial decode step,
         ``"lookahead"`` (a captured decode graph replayed) or ``"lookahead_eager"`` (no graph
@@ -72,7 +73,8 @@ class DuetPolicy:
         ``sized``: the gap scheme also weighs the SLO-sized mixed batch (`sized.py`);
         ``objective``: what the gap scheme's split search maximises, ``"prefill"`` tokens per
         second (decode tokens come at the SLO's pace in every feasible plan) or the paper's
-        ``"tokens"`` per second (decode and prefill alike)."""
+        ``"tokens"`` per second (decode and prefill alike). ``backlog_share``: while prompts are
+        backlogged, every option's decode step aims at this share of tau (1: tau itself)."""
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {objective!r}")
         if mode not in POLICY_MODES:
@@ -81,6 +83,8 @@ class DuetPolicy:
             raise ValueError(f"scheme must be one of {SPATIAL_SCHEMES}, got {scheme!r}")
         if tbt_slo_s <= 0:
             raise ValueError(f"tbt_slo_s must be > 0, got {tbt_slo_s}")
+        if not 0.0 < backlog_share <= 1.0:
+            raise ValueError(f"backlog_share must be in (0, 1], got {backlog_share}")
         if token_budget < 1:
             raise ValueError(f"token_budget must be >= 1, got {token_budget}")
         if latency is None:
@@ -97,6 +101,7 @@ class DuetPolicy:
         self.decode_host = decode_host
         self.sized = sized
         self.objective = objective
+        self.backlog_share = float(backlog_share)
         self._carry_s = 0.0  # predicted wait the running decodes start the next iteration with
         self._backlog = False
         self.tbt_slo_s = float(tbt_slo_s)
@@ -145,8 +150,10 @@ class DuetPolicy:
         """The plan of the next iteration for the running ``decodes`` and the FIFO ``waiting``
         queue (see the module docstring). Deterministic for the same inputs and factors.
         ``backlog``: the driver holds prompt work back beyond this iteration (token budget or KV
-        pool full); the gap scheme then sizes decode steps for ``BACKLOG_DECODE_SHARE * tau``
-        when a split allows it, so running requests finish and free their KV sooner."""
+        pool full); the gap scheme then aims every option's decode step at ``backlog_share *
+        tau``: the mixed batch and the SLO-sized one must fit it, and the split search relaxes
+        it towards tau only step by step (`gap_optimizer.search_gap`), so running requests
+        finish and free their KV sooner."""
         self._backlog = backlog
         n_d = len(decodes)
         chunks, completes = chunk_waiting(waiting, self.token_budget - n_d)
@@ -174,6 +181,8 @@ class DuetPolicy:
             tau = tau / self.correction.margin("aggregated", "total") - self._carry_s
         # The prefill rows alone bound the mixed batch from below: skip building it when they
         # already miss tau (the usual case once spatial plans are needed).
+        if self._backlog and self.scheme == "gap":
+            tau *= self.backlog_share
         t_agg: float | None = None
         t_pre = self.latency.predict(pre).total_s * f_agg
         if t_pre <= tau:
@@ -216,7 +225,7 @@ class DuetPolicy:
         ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
                              completes, (f_d, f_p), tau, carry, big_k,
                              lambda: max(map(_remaining, decodes), default=1),
-                             tau * BACKLOG_DECODE_SHARE if self._backlog else tau,
+                             tau * self.backlog_share if self._backlog else tau,
                              self.decode_host, t_alone, OBJECTIVES[self.objective])
         if ch.feasible:
             why = f"gap <= tau={ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)

@@ -131,6 +131,7 @@ def build_components(args: DuetArgs, *, hf_config: Any, tp_size: int, device: st
         latency=latency,
         menu=menus.sm_menu,
         correction=args.online_correction,
+        backlog_share=args.backlog_share,
         # a spatial decode step replays a captured graph only on the graph sizes
         decode_host="lookahead" if menus.graph_sizes else "lookahead_eager",
     )

@@ -109,3 +109,36 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "unknown policy 'nope'" in capsys.readouterr().err
     assert main(["--set", "nope=1", "--out", str(tmp_path)]) == 2
     assert main(["--gpus", "3", "--policies", "dynamo", "--out", str(tmp_path)]) == 2
+
+
+def test_keep_others_carries_the_policies_not_rerun_with_their_commit(tmp_path, capsys):
+    from benchmark.capacity import report
+    from benchmark.capacity.__main__ import keep_others
+
+    cluster = {"trace": "azure-code", "model": "qwen3-8b", "tp": 1, "gpus": 2}
+    best = {"capacity_qps": 1.0, "label": "defaults", "points": []}
+
+    def pol(cap):
+        return {"default": {**best, "capacity_qps": cap}, "best": {**best, "capacity_qps": cap}}
+
+    old = {"stamp": {"commit": "abc123", "command": "benchmark.capacity --trace azure-code"},
+           "config": {"cluster": cluster, "policies": ["duet", "sglang-pdmux"]},
+           "policies": {"duet": pol(30.0), "sglang-pdmux": pol(32.0)}}
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    new = {"config": {"cluster": cluster, "policies": ["duet"]}, "policies": {"duet": pol(36.0)}}
+    got = keep_others(new, str(path))
+    assert list(got["policies"]) == ["duet", "sglang-pdmux"] == got["config"]["policies"]
+    assert got["policies"]["duet"] == pol(36.0)  # rerun: not marked
+    assert got["policies"]["sglang-pdmux"]["carried_from"]["commit"] == "abc123"
+    assert report.ratios(got)["vs_sglang-pdmux"] == round(36 / 32, 3)
+    md = report.markdown({**got, "wall_s": 1.0, "config": {**got["config"], "requests": 10,
+                          "cluster": {**cluster, "hardware": "h100-sxm", "tbt_slo_ms": 100.0,
+                                      "ttft_slo_ms": 1e4, "target": 0.9}}})
+    assert "sglang-pdmux at abc123" in md
+    assert keep_others(new, str(tmp_path / "none.json")) is new  # nothing to carry
+    path.write_text(json.dumps({**old, "config": {"cluster": {**cluster, "tp": 2}}}))
+    with pytest.raises(ValueError, match="another cluster"):
+        keep_others(new, str(path))
+    assert main(["--keep-others", "--out", str(tmp_path)]) == 2
+    assert "--keep-others needs --policies" in capsys.readouterr().err

@@ -81,7 +81,8 @@ def _duet_with(scheme: str) -> Callable[[PlanContext], Planner]:
         return DuetPolicy(cfg.duet_mode, tau, ctx.token_budget, cfg.max_lookahead,
                           ctx.latency, ctx.menu.sm_menu, correction=True, scheme=scheme,
                           decode_host=ctx.menu.decode_host, sized=cfg.duet_sized,
-                          objective=cfg.duet_objective)
+                          objective=cfg.duet_objective,
+                          backlog_share=cfg.duet_backlog_share)
     return make
 
 
