@@ -138,6 +138,7 @@ def test_backlog_plans_faster_decode_steps_within_the_same_gap_bound():
     pols = [DuetPolicy.build("adaptive", 0.1) for _ in range(2)]
     for pol in pols:
         pol.sized = False  # the split under backlog is under test
+        pol.backlog_share = 0.5
     calm = pols[0].plan(decodes, waiting)
     busy = pols[1].plan(decodes, waiting, backlog=True)
     assert calm.mode == busy.mode == "spatial"
@@ -154,16 +155,16 @@ def test_backlog_target_binds_the_mixed_batches_too():
     decodes, waiting = running(32, 1024), [ReqState("w", 2048, 0, 0)]
     calm = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting)
     assert calm.mode == "aggregated" and 0.05 < calm.predicted_total_s <= 0.1, calm.reason
-    busy = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting, backlog=True)
+    pol = DuetPolicy.build("adaptive", 0.1)
+    pol.backlog_share = 0.5
+    busy = pol.plan(decodes, waiting, backlog=True)
     if busy.mode == "aggregated":
         assert busy.predicted_total_s <= 0.05 and len(busy.prefill) == 1
         assert busy.prefill[0].length < 2048
     else:
         assert busy.mode == "spatial" and busy.predicted_decode_s <= 0.1, busy.reason
-    # share 1: the backlog changes nothing
-    one = DuetPolicy.build("adaptive", 0.1)
-    one.backlog_share = 1.0
-    assert one.plan(decodes, waiting, backlog=True) == calm
+    # share 1 (the default): the backlog changes nothing
+    assert DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting, backlog=True) == calm
 
 
 def test_a_missed_backlog_target_is_relaxed_in_steps_not_dropped():
