@@ -179,10 +179,10 @@ class DuetPolicy:
         f_agg = self.correction.factor("aggregated", "total")
         if self.scheme == "gap":  # the mixed batch's step comes on top of the carried wait
             tau = tau / self.correction.margin("aggregated", "total") - self._carry_s
+        if self._backlog and self.scheme == "gap":  # every option aims at the backlog target
+            tau *= self.backlog_share
         # The prefill rows alone bound the mixed batch from below: skip building it when they
         # already miss tau (the usual case once spatial plans are needed).
-        if self._backlog and self.scheme == "gap":
-            tau *= self.backlog_share
         t_agg: float | None = None
         t_pre = self.latency.predict(pre).total_s * f_agg
         if t_pre <= tau:

@@ -146,9 +146,9 @@ def process(sched: Any, la: LookaheadLaunch, wait: Callable[[Any], None] | None 
     """Process the k results in step order, each after ``wait(mark)`` of its step (the current
     stream waits for that step only); returns the number of surplus tokens discarded."""
     batch, k = la.batch, len(la.results)
-    if wait is not None:
-        wait(la.marks[0])
+    wait = wait or _no_wait
     if k == 1:
+        wait(la.marks[0])
         sched.process_batch_result(batch, la.results[0])
         return 0
     final = [r.kv_committed_len for r in batch.reqs]
@@ -156,8 +156,7 @@ def process(sched: Any, la: LookaheadLaunch, wait: Callable[[Any], None] | None 
     discarded = 0
     with patches.results_skip_finished(sched):
         for step, result in enumerate(la.results):
-            if step and wait is not None:
-                wait(la.marks[step])
+            wait(la.marks[step])
             live = []
             for i, req in enumerate(batch.reqs):
                 if req.finished():
@@ -185,3 +184,6 @@ def process(sched: Any, la: LookaheadLaunch, wait: Callable[[Any], None] | None 
                 sched.token_to_kv_pool_allocator.free(reserved[i, step:])
     return discarded
 
+
+def _no_wait(mark: Any) -> None:
+    """`process` without marks: the caller joined the decode stream already."""

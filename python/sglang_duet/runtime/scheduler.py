@@ -207,8 +207,7 @@ class DuetScheduler(Scheduler):
         # prefill, nor for later steps); without per-step marks, once the whole decode is.
         if mark is None:
             phases.join(s_d, 0)
-        discarded = lookahead.process(self, launched, phases.wait)
-        phases.join(s_d, 0)
+        discarded = lookahead.process(self, launched, phases.wait)  # the last mark: all of it
         t3 = time.perf_counter()
         phases.join(s_d, 1)
         self.process_batch_result(prefill, result_p)
