@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = "benchmark/results"  # relative to ROOT: where every result JSON lives
 
 
 def _git(*args: str) -> str | None:
@@ -71,9 +72,12 @@ def _command(argv: list[str] | None) -> str:
 
 
 def stamp(argv: list[str] | None = None) -> dict[str, Any]:
-    """Commit (with a ``-dirty`` suffix for uncommitted changes), UTC date, machine and command."""
+    """Commit (with a ``-dirty`` suffix for uncommitted changes to the code), UTC date, machine
+    and command. Changed result files do not count as dirty: a sweep that writes several results
+    would otherwise stamp all but its first result as run on uncommitted code."""
     commit = _git("rev-parse", "--short=12", "HEAD")
-    if commit and _git("status", "--porcelain", "--untracked-files=no"):
+    if commit and _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                       f":(exclude){RESULTS}"):
         commit += "-dirty"
     return {
         "commit": commit,

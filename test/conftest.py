@@ -85,6 +85,16 @@ def _tp2(plans: str):
     return srv
 
 
+def _sized(plans: str):
+    from helpers.server import Server
+
+    srv = Server(["--chunked-prefill-size", str(CHUNK), "--duet-tbt-slo-ms", "2.4",
+                  "--no-duet-online-correction", "--duet-max-lookahead", "2",
+                  "--duet-plan-log", f"{plans}/plan"])
+    srv.plan_log = f"{plans}/plan"
+    return srv
+
+
 def _shared_configs():
     from helpers.shared_servers import with_temp_dir
 
@@ -97,6 +107,10 @@ def _shared_configs():
         # --mem-fraction-static: SGLang's start-up check compares the weights with the memory
         # available now; on a shared CPU machine 0.05 (the CPU default) can fail it
         "dp_server": _duet("--dp-size", "2", "--enable-metrics", "--mem-fraction-static", "0.3"),
+        "gateway_worker": _duet("--enable-metrics", "--mem-fraction-static", "0.3"),
+        "tiny_slo_server": _duet("--enable-metrics", "--duet-tbt-slo-ms", "0.3",
+                                 "--no-duet-online-correction"),
+        "sized_server": with_temp_dir(_sized),
     }
 
 
@@ -115,7 +129,9 @@ def pytest_collection_finish(session):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
-    item.config.stash[SHARED].current = tuple(item.fixturenames)
+    shared = item.config.stash[SHARED]
+    shared.current = tuple(item.fixturenames)
+    shared.prestart(item.nodeid)
 
 
 @pytest.hookimpl(trylast=True)
@@ -153,6 +169,27 @@ def tp2_server(request):
 def dp_server(request):
     """--dp-size 2 with the duet router, metrics on."""
     return _get(request, "dp_server")
+
+
+@pytest.fixture(scope="session")
+def gateway_worker(request):
+    """A second worker of duet_server's configuration for the gateway tests, which kill it."""
+    return _get(request, "gateway_worker")
+
+
+@pytest.fixture(scope="session")
+def tiny_slo_server(request):
+    """tau 0.3 ms: on the CPU profile a few decodes alone meet it, a 64-token chunk mixed in
+    breaks it (see sglang_duet.runtime.components.CPU_PROFILE); metrics on."""
+    return _get(request, "tiny_slo_server")
+
+
+@pytest.fixture(scope="session")
+def sized_server(request):
+    """tau 2.4 ms (2.16 ms planned), look-ahead 2, every plan logged (`.plan_log`): one or two
+    decodes alone meet it, a 64-token chunk mixed in does not, and no split does either: 13-19
+    prompt tokens fit (policy/sized.py)."""
+    return _get(request, "sized_server")
 
 
 @pytest.fixture(scope="session")

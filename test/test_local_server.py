@@ -41,6 +41,33 @@ def test_command_lines():
     assert duet.url == "http://127.0.0.1:1234"
 
 
+def test_ports_are_below_the_ephemeral_range_and_never_repeat(tmp_path):
+    rng = tmp_path / "range"
+    rng.write_text("32768\t60999\n")
+    assert ls._ephemeral_low(str(rng)) == 32768
+    assert ls._ephemeral_low(str(tmp_path / "missing")) == 32768
+    low = ls._ephemeral_low()
+    ports = [ls.free_port() for _ in range(50)]
+    assert len(set(ports)) == 50 and all(ls._PORT_FLOOR <= p < max(low, 21000) for p in ports)
+
+
+@pytest.mark.parametrize("args, picked", [
+    (["--tp-size", "2"], True),
+    (["--dp-size", "2"], False),
+    (["--data-parallel-size=2"], False),
+    (["--dp-size", "1"], True),
+    (["--nccl-port", "23456"], False),
+])
+def test_the_nccl_port_is_picked_unless_given_or_data_parallel(args, picked):
+    srv = ls.Server(args, port=1234, cpu=True)
+    srv._pick_nccl_port()
+    cmd = srv.command()
+    assert (srv.nccl_port is not None) == picked
+    assert cmd.count("--nccl-port") == (1 if picked or "--nccl-port" in args else 0)
+    if picked:
+        assert cmd[cmd.index("--nccl-port") + 1] == str(srv.nccl_port)
+
+
 def test_import_is_standard_library_only():
     code = ("import sys, sglang_duet.local_server; "
             "print([m for m in ('torch', 'sglang', 'requests', 'benchmark') if m in sys.modules])")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -43,8 +44,39 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
+def _ephemeral_low(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> int:
+    """The lowest port the kernel hands out for bind(0) and outgoing connections (Linux)."""
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default range is 32768-60999
+
+
+_GIVEN: set[int] = set()  # ports this process handed out (another server may not bind them yet)
+_PORT_FLOOR = 20000
+
+
 def free_port() -> int:
-    with socket.socket() as s:
+    """A loopback port that is free now and below the kernel's ephemeral range, never the same
+    twice in one process. Below that range, no outgoing connection and no other process's
+    bind(0) can take the port between this check and the server's bind seconds later (both
+    happened: a TP rank's torch.distributed store failed with EADDRINUSE when several servers
+    started at once); across processes, a random pick makes a clash unlikely."""
+    high = max(_ephemeral_low(), _PORT_FLOOR + 1000)
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(_PORT_FLOOR, high)
+        if port in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN.add(port)
+        return port
+    with socket.socket() as s:  # the range is crowded: any free port
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
@@ -124,6 +156,9 @@ class Server:
     cpu: bool | None = None
     env: dict[str, str] = field(default_factory=dict)  # added to the child's environment
     watcher: subprocess.Popen | None = None
+    # torch.distributed's store port, picked by `start` like `port` (SGLang's own pick is an
+    # ephemeral port, which a client connection can take before the TP ranks bind it)
+    nccl_port: int | None = None
 
     @property
     def url(self) -> str:
@@ -135,9 +170,25 @@ class Server:
         cpu = (not cuda_available()) if self.cpu is None else self.cpu
         if self.stock and cpu:
             cmd += STOCK_CPU_FLAGS
+        if self.nccl_port is not None:
+            cmd += ["--nccl-port", str(self.nccl_port)]
         return cmd + list(self.args)
 
+    def _pick_nccl_port(self) -> None:
+        """Picks `nccl_port` unless the arguments name one, or run data-parallel replicas (each
+        replica takes its own port from SGLang; a given one would be bound twice)."""
+        if self.nccl_port is not None or any(a.split("=")[0] == "--nccl-port" for a in self.args):
+            return
+        for i, a in enumerate(self.args):
+            name, _, value = a.partition("=")
+            if name in ("--dp-size", "--data-parallel-size"):
+                value = value or (self.args[i + 1] if i + 1 < len(self.args) else "1")
+                if value != "1":
+                    return
+        self.nccl_port = free_port()
+
     def start(self, timeout: float = 240.0) -> Server:
+        self._pick_nccl_port()
         env = {**child_env(), **self.env}
         if self.stock:  # stock SGLang needs the one CPU patch too (see benchmark/stock_cpu)
             env["PYTHONPATH"] = os.path.join(ROOT, "benchmark", "stock_cpu") + os.pathsep + env[

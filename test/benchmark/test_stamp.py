@@ -102,3 +102,25 @@ def test_input_profiles_load_and_are_named_by_a_stamped_result():
         stamped = [q for q in p.parent.glob("*.json")
                    if not _input(q.relative_to(RESULTS).as_posix())]
         assert any(p.name in q.read_text() for q in stamped), f"{p}: no stamped result names it"
+
+
+def test_a_changed_result_is_not_dirty_changed_code_is(tmp_path, monkeypatch):
+    import subprocess
+
+    import benchmark.stamp as st
+
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    (tmp_path / "benchmark" / "results").mkdir(parents=True)
+    (tmp_path / "code.py").write_text("x = 1\n")
+    (tmp_path / "benchmark" / "results" / "r.json").write_text("{}\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "init")
+    monkeypatch.setattr(st, "ROOT", tmp_path)
+    assert not st.stamp([])["commit"].endswith("-dirty")
+    (tmp_path / "benchmark" / "results" / "r.json").write_text('{"a": 1}\n')
+    assert not st.stamp([])["commit"].endswith("-dirty")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert st.stamp([])["commit"].endswith("-dirty")

@@ -74,17 +74,10 @@ class Gateway:
 
 
 @pytest.fixture(scope="module")
-def cluster(request):
-    """The session's `duet_server` and a worker of the same configuration (the last test kills
-    it) behind the gateway. Both start at once: each takes tens of seconds."""
-    # --mem-fraction-static: SGLang's start-up check compares the weights with the memory
-    # available now; on a shared CPU machine 0.05 (the CPU default) can fail it
-    own = Server(["--chunked-prefill-size", "64", "--enable-metrics", "--mem-fraction-static",
-                  "0.3"])
-    request.addfinalizer(own.stop)
-    with ThreadPoolExecutor(1) as ex:
-        started = ex.submit(own.start, timeout=400)
-        servers = [request.getfixturevalue("duet_server"), started.result()]
+def cluster(request, duet_server, gateway_worker):
+    """The session's `duet_server` and `gateway_worker`, a worker of the same configuration (the
+    last test kills it), behind the gateway."""
+    servers = [duet_server, gateway_worker]
     gw = Gateway([s.url for s in servers])
     request.addfinalizer(gw.stop)
     gw.wait_ready()

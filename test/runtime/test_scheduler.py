@@ -161,30 +161,9 @@ class TestAborts:
 
 
 @pytest.fixture(scope="class")
-def tiny_slo_servers(request, tmp_path_factory):
-    """The two TestAdaptive servers, started at once (a start is mostly single-threaded imports).
-
-    `tiny`, tau 0.3 ms: on the CPU profile a few decodes alone meet it, a 64-token chunk mixed in
-    breaks it (see sglang_duet.runtime.components.CPU_PROFILE). `sized`, tau 2.4 ms (2.16 ms
-    planned), look-ahead 2, every plan logged (`.plan_log`): one or two decodes alone meet it, a
-    64-token chunk mixed in does not, and no split does either: 13-19 prompt tokens fit
-    (sized.py)."""
-    from helpers.server import Server
-
-    log = str(tmp_path_factory.mktemp("sized") / "plan")
-    servers = {
-        "tiny": Server(["--chunked-prefill-size", "64", "--enable-metrics",
-                        "--duet-tbt-slo-ms", "0.3", "--no-duet-online-correction"]),
-        "sized": Server(["--chunked-prefill-size", "64", "--duet-tbt-slo-ms", "2.4",
-                         "--no-duet-online-correction", "--duet-max-lookahead", "2",
-                         "--duet-plan-log", log]),
-    }
-    servers["sized"].plan_log = log
-    for srv in servers.values():
-        request.addfinalizer(srv.stop)
-    with cf.ThreadPoolExecutor(2) as ex:
-        list(ex.map(lambda srv: srv.start(timeout=400), servers.values()))
-    return servers
+def tiny_slo_servers(tiny_slo_server, sized_server):
+    """The two TestAdaptive servers (the conftest's session fixtures say what each is)."""
+    return {"tiny": tiny_slo_server, "sized": sized_server}
 
 
 class TestAdaptive:
