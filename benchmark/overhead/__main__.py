@@ -64,12 +64,31 @@ def bench(a: argparse.Namespace, model: str, port: int, out_file: str, log,
            "--random-output-len", str(a.output_len), "--random-range-ratio", str(a.range_ratio),
            "--request-rate", a.request_rate, "--max-concurrency", str(a.max_concurrency),
            "--seed", str(a.seed), "--model", model, "--tokenizer", model,
-           "--output-file", out_file, "--disable-tqdm", "--flush-cache", "--warmup-requests", "2"]
+           "--output-file", out_file, "--disable-tqdm", "--warmup-requests", "0"]
+    flush_cache(port)
     subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT,
                    timeout=900, check=True)
     with open(out_file) as f:
         result = json.loads(f.read().strip().splitlines()[-1])
     return {k: result.get(k) for k in KEEP}
+
+
+def flush_cache(port: int, timeout_s: float = 60.0, post=None) -> None:
+    """Empty the server's radix cache before a pass, so no pass reuses an earlier one's
+    prompts. SGLang refuses (HTTP 400) while a request still runs, and a request can outlive
+    its finished HTTP response by an iteration; bench_serving's own --flush-cache posts once
+    and then dies on that 400, so this retries (every 0.2 s, up to ``timeout_s`` seconds)."""
+    import requests
+
+    post = post or requests.post
+    deadline = time.monotonic() + timeout_s
+    while True:
+        r = post(f"http://127.0.0.1:{port}/flush_cache", timeout=30)
+        if r.status_code == 200:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"/flush_cache still answers {r.status_code} after {timeout_s} s")
+        time.sleep(0.2)
 
 
 def ratios(tput: dict[str, list[float]]) -> dict:
