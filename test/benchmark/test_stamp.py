@@ -36,10 +36,7 @@ RESULTS = ROOT / "benchmark" / "results"
 STAMP_KEYS = {"commit", "date", "machine", "command"}
 # Committed before every writer went through write_result, and too long to rerun on the shared CPU
 # machine in passing: result -> what it costs. Rerunning the benchmark restamps it; then drop it.
-OLD_FORMAT: dict[str, str] = {
-    "overhead/cpu.json": "python -m benchmark.overhead: 4 rounds of a stock and a duet server "
-                         "under bench_serving, ~10 min idle (much more on a shared machine)",
-}
+OLD_FORMAT: dict[str, str] = {}
 
 # Inputs a result was computed from, in the simulator's own plain formats (a stamp key would not
 # load): benchmark.sim_to_real's fitted CPU hardware profile (latency.get_hardware), its
