@@ -215,7 +215,8 @@ class DuetPolicy:
                                    corr.margin("spatial", "prefill"))
         # decodes alone on the whole GPU: the shortest step after a spatial plan, and (less the
         # host round trip a scheduled step pays) a lower bound of every plan's gap
-        t_alone = self._predict_alone(dec)
+        alone = self.latency.predict(dec)  # also the sized batch's decodes (lazy.get)
+        t_alone = alone.total_s * corr.factor("decode_only", "decode")
         if not forced:
             f_do = corr.factor("decode_only", "decode")
             f_min = min(f_d, corr.factor("aggregated", "total"))
@@ -230,14 +231,14 @@ class DuetPolicy:
         if ch.feasible:
             why = f"gap <= tau={ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)
             sp_rate = rate(sum(c.length for c in ch.prefill), ch.total_s)
-            sized = lazy.get(sp_rate) if lazy is not None else None
+            sized = lazy.get(sp_rate, alone) if lazy is not None else None
             if sized is None or rate(sized.tokens, sized.time_s) < sp_rate:
                 return self._spatial(rids, ch, f_d, f_p, why)
             return self._agg_plan(rids, sized.chunks, sized.time_s,
                                   f"SLO-sized mixed batch ({sized.tokens} tokens) prefills "
                                   f"faster than the best split ({why})")
         why = f"no split keeps the gap <= tau={ms(tau)}"
-        sized = lazy.get(0.0) if lazy is not None else None
+        sized = lazy.get(0.0, alone) if lazy is not None else None
         if sized is not None:
             return self._agg_plan(rids, sized.chunks, sized.time_s,
                                   f"{why}; SLO-sized mixed batch ({sized.tokens} tokens)")

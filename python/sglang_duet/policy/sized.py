@@ -28,7 +28,7 @@ from .batching import truncate_chunks
 from .state import PrefillChunk
 
 if TYPE_CHECKING:
-    from ..latency import LatencyModel
+    from ..latency import Breakdown, LatencyModel
 
 __all__ = ["ALIGN", "LazySized", "Sized", "rate", "size_aggregated"]
 
@@ -115,11 +115,12 @@ class LazySized:
         self.floor = float(lat.token_seconds_floor(whole)[0]) * factor
         self.n = sum(c.length for c in chunks)
 
-    def get(self, beat: float) -> Sized | None:
+    def get(self, beat: float, alone: Breakdown | None = None) -> Sized | None:
         """The sized batch, or None when none fits or it cannot prefill faster than ``beat``
-        tokens per second (0: always size)."""
+        tokens per second (0: always size). ``alone``: ``lat.predict(dec)`` when the caller has
+        it already (uncorrected), so it is not predicted twice."""
         lat, dec, chunks, completes, bound_s, factor = self.args
-        bd = lat.predict(dec)
+        bd = lat.predict(dec) if alone is None else alone
         t_none = bd.total_s * factor
         if t_none >= bound_s:
             return None
