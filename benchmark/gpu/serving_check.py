@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,9 @@ class Plan:
                                     "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "32")
     duet_args: tuple[str, ...] = ("--duet-decode-graph-sizes", "2")
     chunk: int | None = None  # --chunked-prefill-size (None: SGLang's default)
+    # the equality step's two servers started at once (both fit in a CPU's memory, not in one
+    # GPU's: each takes --mem-fraction-static of it)
+    start_together: bool = False
 
 
 MIN_SYSTEM_S = 60.0  # a server start plus two short bench runs
@@ -74,7 +78,8 @@ CPU_PLAN = Plan(prompts=32, prompt_lens=(8, 120), new_tokens=8, qps=(4.0,), benc
                 scale=0.05, systems=("sglang-chunked", "duet"),
                 # The CPU KV pool is sized by --max-total-tokens; SGLang still checks the static
                 # fraction against free host memory, which other jobs on a shared machine move.
-                server_args=("--mem-fraction-static", "0.3"), duet_args=(), chunk=128)
+                server_args=("--mem-fraction-static", "0.3"), duet_args=(), chunk=128,
+                start_together=True)
 
 
 def qwen3_8b_dir(out: Path) -> Path:
@@ -120,18 +125,39 @@ def step_equality(plan: Plan, model: str, work: Path) -> dict:
     vocab = min(AutoConfig.from_pretrained(model).vocab_size, 2048)
     prompts = make_prompts(plan, vocab)
     outs, info = {}, {}
-    for mode in ("aggregated", "spatial"):
+
+    def server(mode: str) -> Server:
         log = work / f"plan_{mode}.jsonl"
         args = ["--model-path", model, "--duet-mode", mode, "--duet-plan-log", str(log),
                 *plan.server_args, *plan.duet_args]
         if plan.chunk:
             args += ["--chunked-prefill-size", str(plan.chunk)]
+        return Server(args, log_path=str(work / f"server_{mode}.log"))
+
+    def started(srv: Server) -> tuple[Server, float]:
         t0 = time.time()
-        with Server(args, log_path=str(work / f"server_{mode}.log")) as srv:
-            started = time.time() - t0
-            t1 = time.time()
-            outs[mode] = run_prompts(srv, prompts, plan.new_tokens)
-            info[mode] = {"start_s": round(started, 1), "generate_s": round(time.time() - t1, 2)}
+        return srv.start(), round(time.time() - t0, 1)
+
+    modes = ("aggregated", "spatial")
+    with ExitStack() as stack:
+        ahead = {}
+        if plan.start_together:  # both start at once; both stop when the step ends
+            servers = {m: server(m) for m in modes}
+            for srv in servers.values():
+                stack.callback(srv.stop)
+            pool = stack.enter_context(ThreadPoolExecutor(len(modes)))  # joined before stops
+            ahead = {m: pool.submit(started, srv) for m, srv in servers.items()}
+        for mode in modes:
+            with ExitStack() as own:
+                if mode in ahead:
+                    srv, start_s = ahead[mode].result()
+                else:
+                    srv = server(mode)
+                    own.callback(srv.stop)
+                    srv, start_s = started(srv)
+                t1 = time.time()
+                outs[mode] = run_prompts(srv, prompts, plan.new_tokens)
+                info[mode] = {"start_s": start_s, "generate_s": round(time.time() - t1, 2)}
     result = compare_outputs(outs["aggregated"], outs["spatial"])
     modes = summarize_plan_log(sorted(work.glob("plan_spatial.jsonl.tp0*")))
     result.update(servers=info, spatial_iterations=modes["iterations_by_mode"],

@@ -26,9 +26,10 @@ CRASH_WORDS = re.compile(r"crash|SIGQUIT|Traceback", re.IGNORECASE)
 
 
 def children(server) -> dict[str, int]:
-    """Process title -> pid of the server's direct children (sglang::scheduler, ...)."""
+    """Process title -> pid of the server's children (sglang::scheduler, ...), also those forked
+    from its fork server (sglang_duet/server/forkserver.py)."""
     out = {}
-    for c in psutil.Process(server.proc.pid).children():
+    for c in psutil.Process(server.proc.pid).children(recursive=True):
         try:
             title = c.cmdline()[0] if c.cmdline() else c.name()
         except psutil.Error:

@@ -18,7 +18,7 @@ import sys
 from sglang_duet import cli_help
 from sglang_duet.args import DuetArgError, DuetArgs
 from sglang_duet.cpu import apply_cpu_settings, bind_cpu_threads, cuda_available
-from sglang_duet.server import startup
+from sglang_duet.server import forkserver, startup
 from sglang_duet.server.config import ServeArgs
 
 logger = logging.getLogger("sglang_duet.launch_server")
@@ -105,17 +105,23 @@ def resolve(argv: list[str]):
 
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    forked = (not any(a in cli_help.HELP_FLAGS for a in argv)
+              and forkserver.wanted(argv, cuda_available()))
+    if forked:  # its imports run beside ours (server/forkserver.py)
+        forkserver.start()
     server_args, duet, serve = resolve(argv)
     from sglang.srt.entrypoints.http_server import app, launch_server
     from sglang.srt.utils import kill_process_tree
 
     from sglang_duet.runtime.process import run_duet_scheduler_process
-    from sglang_duet.server.install import install_router, launch_kwargs
+    from sglang_duet.server.install import children_from_forkserver, install_router, launch_kwargs
 
     logger.info("duet: %s; serving: %s", duet.to_dict(), serve.to_dict())
     kwargs = launch_kwargs(app, serve,
                            functools.partial(run_duet_scheduler_process, duet.to_dict()))
     install_router(app, server_args, duet.to_dict())
+    if forked and forkserver.usable(server_args):
+        children_from_forkserver()
     try:
         launch_server(server_args, **kwargs)
     finally:

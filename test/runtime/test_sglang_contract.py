@@ -32,6 +32,20 @@ class TestReplaced:
         assert params(sched_mod.run_scheduler_process)[:4] == [
             "server_args", "port_args", "gpu_id", "tp_rank"]
 
+    def test_start_method_is_set_just_before_the_children_start(self):
+        """server/install.children_from_forkserver sets the forkserver method right after
+        `_set_envs_and_config`, which the launch path calls by its module-global name before it
+        starts the scheduler and detokenizer with `mp.Process`."""
+        import sglang.srt.entrypoints.engine as engine
+
+        assert 'mp.set_start_method("spawn", force=True)' in src(engine._set_envs_and_config)
+        launch = src(engine.Engine._launch_subprocesses)
+        assert (launch.index("_set_envs_and_config(server_args)")
+                < launch.index("_launch_scheduler_processes(")
+                < launch.index("_launch_detokenizer_subprocesses("))
+        assert "mp.Process(" in src(engine.Engine._launch_scheduler_processes)
+        assert "mp.Process(" in src(engine.Engine._launch_detokenizer_subprocesses)
+
     def test_prefill_step_is_a_method_the_loop_calls(self, sched_mod):
         body = src(sched_mod.Scheduler.get_next_batch_to_run)
         assert "self.get_new_batch_prefill(running_batch)" in body
@@ -104,6 +118,27 @@ class TestReplaced:
         import sglang.srt.layers.rotary_embedding.base as rope_base
 
         assert hasattr(rope_base, "_is_cpu")
+
+    def test_tp_embedding_mask_is_compiled_and_the_switch_runs_it_eagerly(self, monkeypatch):
+        """patches.no_torch_compile_on_cpu: the TP > 1 embedding mask is SGLang's one
+        `@torch.compile` function on the CPU path, and dynamo's `disable` (read per call) makes
+        it run eagerly, with the same values."""
+        import torch
+        import torch._dynamo.config as dynamo_config
+        from sglang.srt.layers import vocab_parallel_embedding as vpe
+
+        if torch.cuda.is_available():
+            pytest.skip("a CUDA device is present: the switch is CPU-only")
+        assert "get_masked_input_and_mask(" in src(vpe.VocabParallelEmbedding._embed_local_shard)
+        assert "@torch.compile" in src(vpe).split("def get_masked_input_and_mask")[0][-200:]
+        from sglang_duet.runtime import patches
+
+        monkeypatch.setattr(dynamo_config, "disable", False)
+        patches.no_torch_compile_on_cpu()
+        assert dynamo_config.disable is True
+        ids = torch.tensor([0, 5, 9, 12])
+        got, mask = vpe.get_masked_input_and_mask(ids, 4, 10, 0, 0, 0)
+        assert got.tolist() == [0, 1, 5, 0] and mask.tolist() == [True, False, False, True]
 
     def test_lookahead_kv_fields_of_a_request(self):
         from sglang.srt.managers.schedule_batch import Req

@@ -257,6 +257,23 @@ def patch_rope_for_cpu() -> None:
         rope_base._is_cpu = True
 
 
+def no_torch_compile_on_cpu() -> None:
+    """No CUDA device: run SGLang's `@torch.compile` functions eagerly.
+
+    With TP > 1 the first forward calls `layers/vocab_parallel_embedding.py`,
+    `get_masked_input_and_mask` (integer masks, exact either way), whose inductor compile on the
+    CPU took 18 s of each TP=2 start on the 2-core machine (its vector-ISA probes build C++ with
+    the host compiler, even on a cache hit). `torch._dynamo.config.disable` is read per call.
+    """
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    import torch._dynamo.config
+
+    torch._dynamo.config.disable = True
+
+
 def patch_tp_groups_for_cpu() -> None:
     """TP > 1 without a CUDA device: build SGLang's process groups without NCCL communicators.
 

@@ -19,6 +19,7 @@ def run_duet_scheduler_process(duet_args: dict[str, Any], *args: Any, **kwargs: 
     patches.skip_unused_model_modules(server_args.model_path)
     patches.patch_rope_for_cpu()
     patches.patch_tp_groups_for_cpu()
+    patches.no_torch_compile_on_cpu()
 
     import sglang.srt.managers.scheduler as sched_mod
     import torch

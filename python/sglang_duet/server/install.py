@@ -7,6 +7,10 @@ Every SGLang name touched from the launcher is here (README "Reliability" lists 
 - `TokenizerManager.signal_handler_class` (instance attribute, set after construction): SGLang
   installs `sigterm_handler` / `running_phase_sigquit_handler` of that class on its first
   request; ours forward to `Lifecycle`;
+- without a CUDA device and with `--dp-size 1`: `sglang.srt.entrypoints.engine.
+  _set_envs_and_config` wrapped in this launcher process (its module global, called by
+  `Engine._launch_subprocesses` before it starts the children with `mp.Process`), to set the
+  forkserver start method after SGLang's spawn (`children_from_forkserver`);
 - with `--dp-size > 1` and a `--duet-router` of ours: `sglang.srt.entrypoints.engine.
   run_data_parallel_controller_process` rebound in this launcher process only (its module
   global, read by `launch_server` when it spawns the controller), to `runtime.dispatch`'s
@@ -30,7 +34,7 @@ from typing import Any
 
 from sglang_duet.index_checks import ModelBounds
 from sglang_duet.server.config import ServeArgs
-from sglang_duet.server.lifecycle import Lifecycle, run_child
+from sglang_duet.server.lifecycle import ChildEntry, Lifecycle
 from sglang_duet.server.middleware import DuetMiddleware
 from sglang_duet.server.state import ServerState
 
@@ -67,7 +71,7 @@ def on_ready(life: Lifecycle, state: ServerState) -> None:
     state.max_token_chars = max_token_chars(getattr(tm, "tokenizer", None))
     state.bounds = model_bounds(getattr(tm, "model_config", None))
     children = []
-    for c in psutil.Process().children():
+    for c in psutil.Process().children(recursive=True):  # forked ones: the fork server's
         try:
             if c.cmdline() and c.cmdline()[0].startswith("sglang::"):
                 children.append(c)
@@ -110,10 +114,27 @@ def launch_kwargs(app: Any, serve: ServeArgs, scheduler_func: Any) -> dict[str, 
     app.add_middleware(DuetMiddleware, limits=serve, state=state, on_startup=life.attach)
     return {
         "init_tokenizer_manager_func": functools.partial(init_tokenizer_manager, life),
-        "run_scheduler_process_func": functools.partial(run_child, scheduler_func),
-        "run_detokenizer_process_func": functools.partial(run_child, run_detokenizer_process),
+        "run_scheduler_process_func": ChildEntry(scheduler_func),
+        "run_detokenizer_process_func": ChildEntry(run_detokenizer_process),
         "launch_callback": functools.partial(on_ready, life, state),
     }
+
+
+def children_from_forkserver() -> None:
+    """Fork SGLang's children from the preloaded fork server (`server/forkserver.py`): SGLang
+    sets the spawn start method in `engine._set_envs_and_config` just before it starts them, so
+    the forkserver method is set right after it (module global, this launcher process only)."""
+    import multiprocessing
+
+    import sglang.srt.entrypoints.engine as engine
+
+    original = engine._set_envs_and_config
+
+    def then_forkserver(server_args: Any) -> None:
+        original(server_args)
+        multiprocessing.set_start_method("forkserver", force=True)
+
+    engine._set_envs_and_config = then_forkserver
 
 
 def install_router(app: Any, server_args: Any, duet_args: dict) -> None:

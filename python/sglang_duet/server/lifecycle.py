@@ -48,6 +48,32 @@ def run_child(target: Callable, *args, **kwargs):
     return target(*args, **kwargs)
 
 
+class ChildEntry:
+    """`run_child(target, ...)` as a picklable target that carries the launcher's environment
+    as it is when the child starts (`Process.start` pickles the target then): a child forked
+    from the fork server (`server/forkserver.py`) would otherwise see the environment of the
+    moment that server started, before the launcher's own settings."""
+
+    def __init__(self, target: Callable) -> None:
+        self.target = target
+        self.env: dict[str, str] | None = None
+
+    def __getstate__(self) -> dict:
+        return {"target": self.target, "env": dict(os.environ)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.target, self.env = state["target"], state["env"]
+
+    def __call__(self, *args, **kwargs):
+        if self.env is not None:  # key by key: os.environ.clear() breaks SGLang's setproctitle
+            for key in [k for k in os.environ if k not in self.env]:
+                del os.environ[key]
+            for key, value in self.env.items():
+                if os.environ.get(key) != value:
+                    os.environ[key] = value
+        return run_child(self.target, *args, **kwargs)
+
+
 def child_label(proc) -> str:
     try:
         title = proc.cmdline()[0] if proc.cmdline() else proc.name()
