@@ -1,13 +1,13 @@
 """Real servers shared by the whole test session, one per configuration (the conftest fixtures).
 
-A start costs ~17-25 s on an idle 2-core machine, most of it imports, so a configuration that
-several test modules use starts once. A server starts when the first test that needs it is set up
-(the other shared servers that test needs start at the same moment), or earlier in the background:
-while the tests before its first user run, the next configuration to be needed starts on the core
-those tests leave idle (`prestart`; one such server at a time, so memory holds). Each one stops
-right after the last collected test that needs it, so only the servers of neighbouring tests are
-up at a time. A test that needs a fresh server (one
-that kills a child, drains, or needs other flags) starts its own `Server`.
+A start costs ~13 s on an idle 2-core machine (~20 s for stock SGLang), most of it imports, so a
+configuration that several test modules use starts once. A server starts when the first test that
+needs it is set up (the other shared servers that test needs start at the same moment), or earlier
+in the background: while the tests before its first user run, the next configuration to be needed
+starts on the core those tests leave idle (`prestart`; one such server at a time, so memory
+holds). Each one stops right after the last collected test that needs it, so only the servers of
+neighbouring tests are up at a time. A test that needs a fresh server (one that kills a child,
+drains, or needs other flags) starts its own `Server`.
 """
 
 from __future__ import annotations
