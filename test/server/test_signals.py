@@ -53,11 +53,11 @@ def test_sigint_starts_the_drain_and_a_second_one_ends_it():
 
 def test_children_ignore_sigint():
     """run_child is every SGLang child's entry: a Ctrl-C to the process group leaves them up."""
-    code = ("import sys, time; sys.path[:0] = %r; from sglang_duet.server.lifecycle import "
-            "run_child; run_child(lambda: (print('up', flush=True), time.sleep(2))); "
-            "print('done')")
-    proc = subprocess.Popen([sys.executable, "-c", code % (sys.path[:3],)],
-                            stdout=subprocess.PIPE, text=True)
+    code = ("import time; from sglang_duet.server.lifecycle import run_child; "
+            "run_child(lambda: (print('up', flush=True), time.sleep(2))); print('done')")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path[:3])}  # the checkout's package
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env=env)
     assert proc.stdout.readline().strip() == "up"
     proc.send_signal(signal.SIGINT)
     proc.send_signal(signal.SIGTERM)
