@@ -247,3 +247,18 @@ def test_vectorised_search_equals_the_scalar_reference(work, prm, ratios):
             fast.observe(a, a.predicted_total_s * ratio)
             slow.observe(b, b.predicted_total_s * ratio)
         decodes = [ReqState(r.rid, r.prompt_len, r.computed, r.generated + 1) for r in decodes]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 200), st.one_of(st.none(), st.integers(1, 200))),
+                max_size=40), st.integers(1, 64))
+def test_steps_to_finish_is_the_largest_remaining_up_to_the_cap(reqs, cap):
+    """Every decode's remaining steps (max_new_tokens - generated, >= 1; unbounded without a
+    max_new_tokens): their maximum when it is <= cap, else some number > cap."""
+    from sglang_duet.policy.duet import _steps_to_finish
+
+    decodes = [ReqState(f"d{i}", 8, 8, g, m) for i, (g, m) in enumerate(reqs)]
+    want = max((1 << 30 if r.max_new_tokens is None else max(1, r.max_new_tokens - r.generated)
+                for r in decodes), default=1)
+    got = _steps_to_finish(decodes, cap)
+    assert got == want if want <= cap else got > cap

@@ -56,6 +56,7 @@ class LatencyModel:
         self.op_sums = OpSums.of(self.token_ops, self.head_ops)
         self._rates: dict[int, Rates] = {}
         self._tables: dict[tuple[int, ...], SmTable] = {}
+        self._floors: dict[tuple[int, ...], np.ndarray] = {}
         self.memo_key = object()  # this model's slot in Batch.memo / KernelRows.memo
         self._host = {(d, k): reference.host_fixed(model, cal, d, k)
                       for d in (False, True) for k in reference.HOST_KINDS}
@@ -168,7 +169,12 @@ class LatencyModel:
         """Per SM count, seconds per token that every batch's iteration takes at least: the
         token-level operators' compute alone (so ``predict(b, s).total_s >= floor * tokens``,
         also under contention)."""
-        return self.model.num_layers * self._table(sms).floor
+        key = tuple(sms)
+        floor = self._floors.get(key)
+        if floor is None:  # asked every plan (the SLO-sized batch's bound): computed once
+            floor = self._floors[key] = self.model.num_layers * self._table(key).floor
+            floor.flags.writeable = False
+        return floor
 
     def explain(self, batch: BatchLike, sms: int | None = None) -> list[dict[str, object]]:
         """Per-operator rows (name, class, count, flops, bytes, seconds, bound) of one iteration;

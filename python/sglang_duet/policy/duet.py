@@ -225,7 +225,7 @@ class DuetPolicy:
                 return self._decode_only(rids, t_alone, why)
         ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
                              completes, (f_d, f_p), tau, carry, big_k,
-                             lambda: max(map(_remaining, decodes), default=1),
+                             lambda: _steps_to_finish(decodes, big_k),
                              tau * self.backlog_share if self._backlog else tau,
                              self.decode_host, t_alone, OBJECTIVES[self.objective])
         if ch.feasible:
@@ -369,9 +369,20 @@ def _has_prompt(waiting: Sequence[ReqState]) -> bool:
     return any(r.prompt_len > r.computed for r in waiting)
 
 
-def _remaining(r: ReqState) -> int:
-    """Decode steps ``r`` can still take (unbounded without a max_new_tokens)."""
-    return 1 << 30 if r.max_new_tokens is None else max(1, r.max_new_tokens - r.generated)
+def _steps_to_finish(decodes: Sequence[ReqState], cap: int) -> int:
+    """Decode steps after which every request in ``decodes`` has finished (>= 1), or ``cap + 1``
+    once one needs more than ``cap`` (the split search asks only whether ``cap`` look-ahead
+    steps cover them all, so it stops at the first that needs more: usually the first)."""
+    most = 1
+    for r in decodes:
+        if r.max_new_tokens is None:
+            return cap + 1
+        left = r.max_new_tokens - r.generated
+        if left > cap:
+            return cap + 1
+        if left > most:
+            most = left
+    return most
 
 
 def _decode_batch(decodes: Sequence[ReqState]) -> Batch:

@@ -23,7 +23,8 @@ its decodes wait ``t_p - (k - 1) * t_d`` at the boundary.
 Among feasible pairs the paper's objective wins, ``(k * n_d + n_p) / max(k * t_d, t_p)`` tokens
 per second (ties: fewest decode SMs). For one S_d it peaks at the crossing k = t_p / t_d, so
 only ``floor`` and ``ceil`` of it, lifted to the smallest feasible k, are scored; the whole menu
-is scored in one numpy pass over the vectorised prediction table. Times are seconds.
+is scored in one numpy pass over the vectorised prediction table, or, for a menu of at most
+``small_menu.SMALL_MENU`` entries (the runtime's), by the equal loop there. Times are seconds.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ..latency import Batch
 from .batching import truncate_chunks
 from .optimizer import SpatialChoice
 from .sm_menu import SmMenu
+from .small_menu import SMALL_MENU, best_gap_split_small
 from .state import PrefillChunk
 
 if TYPE_CHECKING:
@@ -172,32 +174,36 @@ def search_gap(
     size whose step meets tau, a shrunk prefill that fits; else (``feasible=False``) the entry
     with the smallest gap. ``prefill_sizes``: ``total - S_d`` per menu entry, the same tuple
     every call (the latency model caches by identity); ``factors``: correction of (t_d, t_p);
-    ``k_done()``: steps after which every decode has finished (asked only when K steps cannot
-    cover the prefill); ``step_tau``: the decode step target when tighter than tau, tried first,
-    then ``RELAX_STEPS - 1`` targets between it and tau, then tau alone; ``decode_host``: the
-    decode step's host kind; ``t_alone``: a scheduled decode step of ``dec`` alone on the whole
-    GPU (corrected); ``decode_weight``: as in `best_gap_split`."""
+    ``k_done()``: steps after which every decode has finished, or any number above ``k_max``
+    when one needs more (asked only when K steps cannot cover the prefill); ``step_tau``: the
+    decode step target when tighter than tau, tried first, then ``RELAX_STEPS - 1`` targets
+    between it and tau, then tau alone; ``decode_host``: the decode step's host kind;
+    ``t_alone``: a scheduled decode step of ``dec`` alone on the whole GPU (corrected);
+    ``decode_weight``: as in `best_gap_split`."""
     f_d, f_p = factors
     sizes, total = menu.decode_sizes, menu.total_sms
     tab = lat.predict_concurrent_table(dec, pre, sizes, prefill_sizes, decode_host)
     td, tp = tab.decode_s * f_d, tab.prefill_s * f_p
     n_d, n_p = len(dec), sum(c.length for c in chunks)
+    split, t_d, t_p = best_gap_split, td, tp
+    if len(sizes) <= SMALL_MENU:  # the same result, without numpy's per-call overhead
+        split, t_d, t_p = best_gap_split_small, td.tolist(), tp.tolist()
     best = None
     if step_tau is not None and step_tau < tau:  # the target, relaxed towards tau in steps
         for j in range(RELAX_STEPS):
             target = step_tau + (tau - step_tau) * j / RELAX_STEPS
-            best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, target,
-                                  t_alone, decode_weight)
+            best = split(t_d, t_p, n_d, n_p, tau, carry, k_max, 1 << 30, target, t_alone,
+                         decode_weight)
             if best is not None:
                 break
     if best is None:
-        best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, 1 << 30, None, t_alone,
-                              decode_weight)
+        best = split(t_d, t_p, n_d, n_p, tau, carry, k_max, 1 << 30, None, t_alone,
+                     decode_weight)
     if best is None:
         done = k_done()
         if done <= k_max:
-            best = best_gap_split(td, tp, n_d, n_p, tau, carry, k_max, done, None, t_alone,
-                                  decode_weight)
+            best = split(t_d, t_p, n_d, n_p, tau, carry, k_max, done, None, t_alone,
+                         decode_weight)
     if best is not None:
         i, k, obj = best
         ch = SpatialChoice(sizes[i], total - sizes[i], k, chunks, float(td[i]), float(tp[i]),

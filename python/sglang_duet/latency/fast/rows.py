@@ -69,7 +69,10 @@ def _decode_rows(c, n: int, sum_c: int, lo: int, hi: int) -> KernelRows:
 
 def _decode(c: np.ndarray) -> KernelRows:
     n = int(c.size)
-    return _decode_rows(c, n, int(c.sum()), int(c.min()), int(c.max())) if n else NO_ROWS
+    if not n:
+        return NO_ROWS  # the ufuncs' reduce directly: ndarray.sum/min/max add a Python wrapper
+    return _decode_rows(c, n, int(np.add.reduce(c)), int(np.minimum.reduce(c)),
+                        int(np.maximum.reduce(c)))
 
 
 def _prefill_py(qs: list[int], cs: list[int]) -> KernelRows:
