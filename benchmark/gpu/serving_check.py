@@ -5,7 +5,8 @@
 Steps, each folded into OUT.json (benchmark.stamp.write_result) as soon as it ends:
 
 1. `equality`: `--duet-mode aggregated` and `--duet-mode spatial` servers each answer the same 32
-   concurrent greedy prompts; the output ids must be equal.
+   concurrent greedy prompts, streamed; the output ids must be equal. `delivery` says whether a
+   spatial iteration's tokens arrived one step at a time (`delivery.py`; judged on the GPU).
 2. `latency_model`: the spatial server's plan log (`--duet-plan-log`): predicted vs measured
    iteration time per mode.
 3. `serving`: `benchmark.serving` on an azure-code slice at two QPS points, stock SGLang chunked
@@ -35,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmark.gpu.delivery import delivery_summary, stream_generate
 from benchmark.gpu.plan_log import summarize_plan_log
 from benchmark.gpu.serving_sim import attach_predictions
 from benchmark.stamp import write_result
@@ -68,6 +70,8 @@ class Plan:
     # the equality step's two servers started at once (both fit in a CPU's memory, not in one
     # GPU's: each takes --mem-fraction-static of it)
     start_together: bool = False
+    # per-step token delivery is judged where the decode runs on its own CUDA stream (the GPU)
+    judge_delivery: bool = True
 
 
 MIN_SYSTEM_S = 60.0  # a server start plus two short bench runs
@@ -79,7 +83,7 @@ CPU_PLAN = Plan(prompts=32, prompt_lens=(8, 120), new_tokens=8, qps=(4.0,), benc
                 # The CPU KV pool is sized by --max-total-tokens; SGLang still checks the static
                 # fraction against free host memory, which other jobs on a shared machine move.
                 server_args=("--mem-fraction-static", "0.3"), duet_args=(), chunk=128,
-                start_together=True)
+                start_together=True, judge_delivery=False)
 
 
 def qwen3_8b_dir(out: Path) -> Path:
@@ -102,10 +106,12 @@ def make_prompts(plan: Plan, vocab: int, seed: int = 0) -> list[list[int]]:
             for _ in range(plan.prompts)]
 
 
-def run_prompts(server, prompts: list[list[int]], new_tokens: int) -> list[list[int]]:
+def run_prompts(server, prompts: list[list[int]], new_tokens: int
+                ) -> tuple[list[list[int]], list[list[tuple[float, int]]]]:
+    """Every prompt at once, streamed: the greedy output ids and each one's token arrivals."""
     with ThreadPoolExecutor(len(prompts)) as pool:
-        outs = pool.map(lambda p: server.generate(p, new_tokens, ignore_eos=True), prompts)
-        return [o["output_ids"] for o in outs]
+        outs = list(pool.map(lambda p: stream_generate(server.url, p, new_tokens), prompts))
+    return [o[0] for o in outs], [o[1] for o in outs]
 
 
 def compare_outputs(a: list[list[int]], b: list[list[int]]) -> dict:
@@ -124,7 +130,7 @@ def step_equality(plan: Plan, model: str, work: Path) -> dict:
 
     vocab = min(AutoConfig.from_pretrained(model).vocab_size, 2048)
     prompts = make_prompts(plan, vocab)
-    outs, info = {}, {}
+    outs, info, arrivals = {}, {}, {}
 
     def server(mode: str) -> Server:
         log = work / f"plan_{mode}.jsonl"
@@ -156,16 +162,25 @@ def step_equality(plan: Plan, model: str, work: Path) -> dict:
                     own.callback(srv.stop)
                     srv, start_s = started(srv)
                 t1 = time.time()
-                outs[mode] = run_prompts(srv, prompts, plan.new_tokens)
+                outs[mode], arrivals[mode] = run_prompts(srv, prompts, plan.new_tokens)
                 info[mode] = {"start_s": start_s, "generate_s": round(time.time() - t1, 2)}
     result = compare_outputs(outs["aggregated"], outs["spatial"])
-    modes = summarize_plan_log(sorted(work.glob("plan_spatial.jsonl.tp0*")))
-    result.update(servers=info, spatial_iterations=modes["iterations_by_mode"],
+    logged = summarize_plan_log(sorted(work.glob("plan_spatial.jsonl.tp0*")))
+    result.update(servers=info, spatial_iterations=logged["iterations_by_mode"],
                   prompt_lens=[len(p) for p in prompts], new_tokens=plan.new_tokens)
-    if not modes["iterations_by_mode"].get("spatial"):
+    result["delivery"] = {m: delivery_summary(arrivals[m], plan_rows(work, m),
+                                              plan.judge_delivery) for m in modes}
+    print(f"[stage2] delivery: {json.dumps(result['delivery'])}", flush=True)
+    if not logged["iterations_by_mode"].get("spatial"):
         result["ok"] = False
         result["note"] = "the spatial server ran no spatial iteration: nothing was compared"
     return result
+
+
+def plan_rows(work: Path, mode: str) -> list[dict]:
+    """Every logged plan of one equality server (rank 0)."""
+    return [json.loads(x) for path in sorted(work.glob(f"plan_{mode}.jsonl.tp0*"))
+            for x in path.read_text().splitlines() if x.strip()]
 
 
 def step_latency(work: Path) -> dict:

@@ -45,6 +45,12 @@ def test_cpu_dry_run_all_steps(tmp_path):
     steps = body["steps"]
     assert steps["equality"]["prompts"] == 32 and steps["equality"]["ok"], steps["equality"]
     assert steps["equality"]["spatial_iterations"].get("spatial", 0) > 0
+    # streamed: the CPU has no decode stream, so a spatial iteration's tokens leave together
+    # (seen, not judged); the aggregated server's one token per iteration is the control
+    dl = steps["equality"]["delivery"]
+    assert dl["spatial"]["ok"] is None and dl["spatial"]["expected_if_bunched"] > 0
+    assert dl["spatial"]["tokens_after_first"] > 0 and dl["aggregated"]["tokens_after_first"] > 0
+    assert dl["spatial"]["bunched_share"] > dl["aggregated"]["bunched_share"]
     lat = steps["latency_model"]["by_mode"]
     assert lat and all(m["iterations"] > 0 and m["meas_ms_median"] > 0 for m in lat.values())
     serving = steps["serving"]
