@@ -32,7 +32,8 @@ def stream_generate(url: str, input_ids: list[int], max_new_tokens: int,
                     timeout: float = 300.0) -> tuple[list[int], list[tuple[float, int]]]:
     """Greedy ``/generate`` with ``stream: true``: the output ids and, per streamed chunk that
     brought tokens, (arrival time from `time.perf_counter`, new tokens). Chunks carry SGLang's
-    cumulative ids (or, with ``--incremental-streaming-output``, the new ones)."""
+    cumulative ids (or, with ``--incremental-streaming-output``, the new ones). RuntimeError on
+    a streamed error or abort (SGLang sends those inside the 200 stream)."""
     body = {"input_ids": input_ids, "stream": True,
             "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0,
                                 "ignore_eos": True}}
@@ -51,6 +52,11 @@ def stream_generate(url: str, input_ids: list[int], max_new_tokens: int,
                 break
             msg = json.loads(data)
             now = time.perf_counter()
+            if "error" in msg:  # a refused or failed request still answers 200 when streamed
+                raise RuntimeError(f"/generate stream: {msg['error']}")
+            reason = msg["meta_info"].get("finish_reason")
+            if isinstance(reason, dict) and reason.get("type") == "abort":
+                raise RuntimeError(f"/generate stream aborted: {reason}")
             n = int(msg["meta_info"]["completion_tokens"])
             out = msg.get("output_ids") or []
             ids = list(out) if len(out) == n else ids + list(out)
@@ -66,10 +72,12 @@ def expected_if_bunched(plan_rows: list[dict]) -> float:
     later = total = 0
     for r in plan_rows:
         n_d = len(r.get("decode_rids") or ())
-        steps = int(r.get("decode_steps") or (r.get("lookahead", 1) if n_d else 0))
-        total += n_d * steps
-        if r.get("mode") == "spatial":
+        if r.get("mode") == "spatial":  # the steps it ran (0: its decodes had all finished)
+            steps = int(r.get("decode_steps") or 0)
             later += n_d * max(steps - 1, 0)
+        else:  # aggregated and decode-only plans run one step (they log decode_steps 0)
+            steps = 1 if n_d else 0
+        total += n_d * steps
     return later / total if total else 0.0
 
 

@@ -42,6 +42,28 @@ def test_the_loop_equals_the_vectorised_split(tab, n_d, n_p, tau, carry, k_max, 
         assert type(got[0]) is int and type(got[1]) is int and type(got[2]) is float
 
 
+@settings(max_examples=400, deadline=None)
+@given(tables(), st.integers(1, 512), st.integers(0, 16384), times, st.floats(0.0, 0.05),
+       st.integers(1, 64), st.integers(1, 80), times, st.floats(0.0, 0.1), st.data())
+def test_the_loop_equals_the_vectorised_split_on_the_boundaries(
+        tab, n_d, n_p, tau, carry, k_max, k_done, step_tau, t_alone, data):
+    """Entries placed exactly where a comparison flips: a step of tau - carry or step_tau, a
+    prefill that m steps cover to the last bit (tp = tau - over + m * td)."""
+    t_d, t_p = tab
+    for i in range(len(t_d)):
+        kind = data.draw(st.sampled_from(["free", "step", "target", "cover"]))
+        if kind == "step" and tau - carry > 0:
+            t_d[i] = tau - carry
+        elif kind == "target":
+            t_d[i] = step_tau
+        elif kind == "cover":
+            over = max(t_alone - t_d[i], 0.0)
+            t_p[i] = max(tau - over + data.draw(st.integers(0, 20)) * t_d[i], 0.0)
+    args = (n_d, n_p, tau, carry, k_max, k_done, step_tau, t_alone, 0.0)
+    assert best_gap_split_small(t_d, t_p, *args) == best_gap_split(np.array(t_d),
+                                                                  np.array(t_p), *args)
+
+
 def test_search_gap_does_not_depend_on_which_path_scores_the_menu(monkeypatch):
     """The runtime's 6-entry menu through the loop and through numpy: the same choice, over
     loads whose choices differ (the best split, a relaxed backlog target, a shrunk prefill, no

@@ -22,7 +22,9 @@ def best_gap_split_small(
     k_max: int, k_done: int, step_tau: float | None = None, t_alone: float = 0.0,
     decode_weight: float = 1.0,
 ) -> tuple[int, int, float] | None:
-    """`gap_optimizer.best_gap_split` over lists (its docstring has the arguments)."""
+    """`gap_optimizer.best_gap_split` over lists (its docstring has the arguments), for the
+    inputs the policy passes: finite times with every ``t_d > 0``, ``k_max, k_done >= 1`` and
+    ``decode_weight >= 0`` (numpy would skip a non-finite entry; this raises on it)."""
     k_cap = float(min(k_max, k_done))
     done = float(k_done) if k_done <= k_max else None
     tau_ok = tau + _EPS

@@ -1,6 +1,10 @@
-"""The look-ahead delivery check's figures on made-up arrivals and plan logs (no server)."""
+"""The look-ahead delivery check on made-up arrivals, plan logs and SSE streams (no SGLang)."""
 
 from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -9,6 +13,7 @@ from benchmark.gpu.delivery import (
     MIN_EXPECTED,
     delivery_summary,
     expected_if_bunched,
+    stream_generate,
 )
 
 T_D = 0.010  # seconds per decode step
@@ -60,3 +65,59 @@ def test_not_judged_without_streams_or_without_look_ahead():
     few = spatial_rows(1, 8, 10)  # k = 1: nothing to bunch, nothing to tell
     out = delivery_summary([per_step(10)], few, judged=True)
     assert out["expected_if_bunched"] < MIN_EXPECTED and out["ok"] is None and "note" in out
+
+
+def test_a_spatial_row_whose_decodes_had_finished_counts_no_tokens():
+    rows = spatial_rows(4, 2, 1) + [{"mode": "spatial", "decode_rids": ["a", "b"],
+                                    "lookahead": 4, "decode_steps": 0}]
+    assert expected_if_bunched(rows) == pytest.approx(6 / 8)
+
+
+class _Stub(BaseHTTPRequestHandler):
+    """/generate answering a stream of SSE chunks from the test's ``script``."""
+
+    script: list[dict] = []
+
+    def do_POST(self):  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        for msg in self.script:
+            self.wfile.write(b"data: " + json.dumps(msg).encode() + b"\n\n")
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stub():
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), _Stub)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_address[1]}"
+    srv.shutdown()
+
+
+def _chunk(ids, n, reason=None):
+    return {"output_ids": ids, "meta_info": {"completion_tokens": n, "finish_reason": reason}}
+
+
+@pytest.mark.parametrize("script", [
+    [_chunk([5], 1), _chunk([5, 6], 2), _chunk([5, 6], 2), _chunk([5, 6, 7, 8], 4)],  # cumulative
+    [_chunk([5], 1), _chunk([6], 2), _chunk([7, 8], 4)],  # --incremental-streaming-output
+])
+def test_stream_generate_reads_cumulative_and_incremental_chunks(stub, script):
+    _Stub.script = script
+    ids, arrivals = stream_generate(stub, [1, 2, 3], 4)
+    assert ids == [5, 6, 7, 8]
+    assert [n for _, n in arrivals] == [1, 1, 2]  # the repeated chunk brought nothing
+    assert all(a[0] <= b[0] for a, b in zip(arrivals, arrivals[1:], strict=False))
+
+
+@pytest.mark.parametrize("last", [{"error": {"message": "bad input"}},
+                                  _chunk([5], 1, {"type": "abort", "message": "x"})])
+def test_stream_generate_raises_on_a_streamed_error_or_abort(stub, last):
+    _Stub.script = [_chunk([5], 1), last]
+    with pytest.raises(RuntimeError):
+        stream_generate(stub, [1], 4)

@@ -45,12 +45,11 @@ def test_cpu_dry_run_all_steps(tmp_path):
     steps = body["steps"]
     assert steps["equality"]["prompts"] == 32 and steps["equality"]["ok"], steps["equality"]
     assert steps["equality"]["spatial_iterations"].get("spatial", 0) > 0
-    # streamed: the CPU has no decode stream, so a spatial iteration's tokens leave together
-    # (seen, not judged); the aggregated server's one token per iteration is the control
-    dl = steps["equality"]["delivery"]
-    assert dl["spatial"]["ok"] is None and dl["spatial"]["expected_if_bunched"] > 0
-    assert dl["spatial"]["tokens_after_first"] > 0 and dl["aggregated"]["tokens_after_first"] > 0
-    assert dl["spatial"]["bunched_share"] > dl["aggregated"]["bunched_share"]
+    # streamed, and the delivery figures made (not judged: the CPU has no decode stream; the
+    # figures' logic is test_delivery.py's)
+    for dl in steps["equality"]["delivery"].values():
+        assert dl["ok"] is None and "not judged" in dl["note"]
+        assert dl["tokens_after_first"] > 0 and 0.0 <= dl["bunched_share"] <= 1.0
     lat = steps["latency_model"]["by_mode"]
     assert lat and all(m["iterations"] > 0 and m["meas_ms_median"] > 0 for m in lat.values())
     serving = steps["serving"]
