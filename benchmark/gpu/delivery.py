@@ -67,17 +67,19 @@ def stream_generate(url: str, input_ids: list[int], max_new_tokens: int,
 
 
 def expected_if_bunched(plan_rows: list[dict]) -> float:
-    """Share of the logged decode tokens that spatial iterations produced after their first
-    step: what arrives bunched if each iteration's tokens leave together."""
+    """Share of the logged decode tokens (sent ones: a spatial row's ``discarded`` surplus is
+    left out) that spatial iterations produced after their first step: what arrives bunched if
+    each iteration's tokens leave together."""
     later = total = 0
     for r in plan_rows:
         n_d = len(r.get("decode_rids") or ())
-        if r.get("mode") == "spatial":  # the steps it ran (0: its decodes had all finished)
-            steps = int(r.get("decode_steps") or 0)
-            later += n_d * max(steps - 1, 0)
+        if r.get("mode") == "spatial":  # the steps it ran (0: its decodes had all finished),
+            steps = int(r.get("decode_steps") or 0)  # less the surplus tokens never sent
+            made = max(n_d * steps - int(r.get("discarded") or 0), 0)
+            later += max(made - n_d, 0) if steps else 0
         else:  # aggregated and decode-only plans run one step (they log decode_steps 0)
-            steps = 1 if n_d else 0
-        total += n_d * steps
+            made = n_d
+        total += made
     return later / total if total else 0.0
 
 

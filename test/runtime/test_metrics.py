@@ -57,7 +57,8 @@ def test_plan_log_has_the_plan_and_what_was_measured(tmp_path):
     m.record(BatchPlan.decode_only(("a",), 132, 0.01), 0.012, 0.1, 0, 1)
     lines = [json.loads(x) for x in (tmp_path / "plan.tp1.dp0").read_text().splitlines()]
     assert lines[0]["mode"] == "spatial" and lines[0]["lookahead"] == 4
-    assert (lines[0]["measured_s"], lines[0]["decode_steps"]) == (0.05, 1)
+    assert (lines[0]["measured_s"], lines[0]["decode_steps"], lines[0]["discarded"]) == (
+        0.05, 1, 2)
     assert lines[0]["lookahead_limited"] == "flashinfer"
     assert lines[1]["mode"] == "decode_only" and lines[1]["lookahead_limited"] == ""
     assert m.lookahead_limited == {"flashinfer": 1} and m.discarded == 2

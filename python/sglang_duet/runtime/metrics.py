@@ -56,8 +56,8 @@ class DuetMetrics:
         if plan.mode == "spatial":
             self.spatial_decode_steps += decode_steps
         if self._plan_log is not None:
-            self._plan_log.write(json.dumps(plan_log_line(plan, measured_s, decode_steps, limited),
-                                            sort_keys=True) + "\n")
+            line = plan_log_line(plan, measured_s, decode_steps, limited, discarded)
+            self._plan_log.write(json.dumps(line, sort_keys=True) + "\n")
         miss = plan.mode != "idle" and plan.predicted_tbt_s > tbt_slo_s and bool(plan.decode_rids)
         self.slo_misses += miss
         if self._prom is not None:
@@ -105,14 +105,16 @@ class DuetMetrics:
         self._window, self._window_start = PyCounter(), now
 
 
-def plan_log_line(plan: BatchPlan, measured_s: float, decode_steps: int, limited: str) -> dict:
+def plan_log_line(plan: BatchPlan, measured_s: float, decode_steps: int, limited: str,
+                  discarded: int = 0) -> dict:
     """One plan-log record: the plan as executed plus what was measured, so predicted and
     measured iteration times can be compared offline (`measured_s` is the host wall time of
     the iteration, seconds; `decode_steps` the look-ahead steps the spatial decode ran;
+    `discarded` its surplus tokens, computed after a request had finished and never sent;
     `end_s` the wall clock (time.time()) when it was recorded, so consecutive lines also give
     the loop's period, scheduling included)."""
     return {**plan.to_dict(), "measured_s": measured_s, "decode_steps": decode_steps,
-            "lookahead_limited": limited, "end_s": time.time()}
+            "discarded": discarded, "lookahead_limited": limited, "end_s": time.time()}
 
 
 class _Prometheus:

@@ -67,6 +67,12 @@ def test_not_judged_without_streams_or_without_look_ahead():
     assert out["expected_if_bunched"] < MIN_EXPECTED and out["ok"] is None and "note" in out
 
 
+def test_discarded_surplus_tokens_are_not_counted():
+    rows = spatial_rows(4, 2, 1)
+    rows[0]["discarded"] = 3  # one request finished after its first step: 8 - 3 = 5 sent
+    assert expected_if_bunched(rows) == pytest.approx(3 / 5)
+
+
 def test_a_spatial_row_whose_decodes_had_finished_counts_no_tokens():
     rows = spatial_rows(4, 2, 1) + [{"mode": "spatial", "decode_rids": ["a", "b"],
                                     "lookahead": 4, "decode_steps": 0}]
