@@ -27,9 +27,9 @@ from pathlib import Path
 from benchmark.stamp import ROOT, write_result
 
 
-def _worktree(ref: str, into: Path) -> Path:
+def _worktree(ref: str, commit: str, into: Path) -> Path:
     path = into / "".join(ch if ch.isalnum() else "_" for ch in ref)
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), ref],
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), commit],
                    check=True, capture_output=True, text=True)
     return path
 
@@ -42,9 +42,10 @@ def _run(tree: Path, module: str, out: Path, *args: str) -> dict:
 
 
 def compare(refs: list[str], rounds: int, iters: int, sim_rounds: int) -> dict:
+    commits = {ref: _commit(ref) for ref in refs}  # before the checkouts: a ref may move later
     with tempfile.TemporaryDirectory(prefix="duet-ab-") as tmp:
         tmp_path = Path(tmp)
-        trees = {ref: _worktree(ref, tmp_path) for ref in refs}
+        trees = {ref: _worktree(ref, commits[ref], tmp_path) for ref in refs}
         try:
             plans: dict[str, dict[str, list[float]]] = {ref: {} for ref in refs}
             for i in range(rounds):
@@ -66,7 +67,7 @@ def compare(refs: list[str], rounds: int, iters: int, sim_rounds: int) -> dict:
     cases = list(plans[base])
     best = {ref: {c: min(plans[ref][c]) for c in cases if c in plans[ref]} for ref in refs}
     return {
-        "refs": {ref: _commit(ref) for ref in refs},
+        "refs": commits,
         "rounds": rounds,
         "iters": iters,
         "plan_median_us_best": best,

@@ -38,3 +38,21 @@ def test_needs_two_distinct_refs(capsys):
         assert e.code == 2
     else:
         raise AssertionError("one ref was accepted")
+
+
+def test_refs_are_resolved_before_the_run(monkeypatch):
+    """Each ref is resolved before its checkout: a ref that moves while the rounds run (a
+    commit made meanwhile) is reported as the commit that was checked out and timed."""
+    timed, moved = [], []
+    real_commit = ab._commit
+
+    def fake_run(tree, module, out, *args):
+        timed.append(subprocess.run(["git", "-C", str(tree), "rev-parse", "--short=12", "HEAD"],
+                                    capture_output=True, text=True, check=True).stdout.strip())
+        moved.append(True)  # from now on the refs point at HEAD's parent
+        return {"medians_us": {"case": 1.0}}
+
+    monkeypatch.setattr(ab, "_run", fake_run)
+    monkeypatch.setattr(ab, "_commit", lambda ref: real_commit(f"{ref}~1" if moved else ref))
+    result = ab.compare(["HEAD", "HEAD~0"], 1, 1, 0)
+    assert list(result["refs"].values()) == timed == [real_commit("HEAD")] * 2
