@@ -16,11 +16,15 @@ import numpy as np
 WARMUP = 5
 
 
+def read_plan_log(path: Path) -> list[dict]:
+    """Every record of one plan-log file, in order."""
+    return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+
+
 def _rows(paths: list[Path]) -> tuple[list[dict], int]:
     rows, skipped = [], 0
     for path in paths:
-        lines = [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
-        busy = [r for r in lines if r.get("mode") != "idle"]
+        busy = [r for r in read_plan_log(path) if r.get("mode") != "idle"]
         skipped += min(WARMUP, len(busy))
         rows += busy[WARMUP:]
     return rows, skipped

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmark.gpu.delivery import delivery_summary, stream_generate
-from benchmark.gpu.plan_log import summarize_plan_log
+from benchmark.gpu.plan_log import read_plan_log, summarize_plan_log
 from benchmark.gpu.serving_sim import attach_predictions
 from benchmark.stamp import write_result
 
@@ -179,8 +179,7 @@ def step_equality(plan: Plan, model: str, work: Path) -> dict:
 
 def plan_rows(work: Path, mode: str) -> list[dict]:
     """Every logged plan of one equality server (rank 0)."""
-    return [json.loads(x) for path in sorted(work.glob(f"plan_{mode}.jsonl.tp0*"))
-            for x in path.read_text().splitlines() if x.strip()]
+    return [r for path in sorted(work.glob(f"plan_{mode}.jsonl.tp0*")) for r in read_plan_log(path)]
 
 
 def step_latency(work: Path) -> dict:

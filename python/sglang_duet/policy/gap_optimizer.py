@@ -38,6 +38,7 @@ from ..latency import Batch
 from .batching import truncate_chunks
 from .optimizer import SpatialChoice
 from .sm_menu import SmMenu
+from .small_menu import EPS as _EPS
 from .small_menu import SMALL_MENU, best_gap_split_small
 from .state import PrefillChunk
 
@@ -61,7 +62,6 @@ BACKLOG_DECODE_SHARE = 1.0
 # with three.
 RELAX_STEPS = 3
 
-_EPS = 1e-12
 _SHRINK_STEPS = 6  # predictions at most when sizing a shrunk prefill
 _SHRINK_SLACK = 0.98  # aim a little below the boundary so the step usually lands inside
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from math import ceil, floor
 
-__all__ = ["SMALL_MENU", "best_gap_split_small"]
+__all__ = ["EPS", "SMALL_MENU", "best_gap_split_small"]
 
 SMALL_MENU = 24  # menu entries up to which the loop beats numpy on this machine's CPUs
-_EPS = 1e-12  # as gap_optimizer's
+EPS = 1e-12  # seconds of slack in every feasibility test of the split search (both paths)
 
 
 def best_gap_split_small(
@@ -27,8 +27,8 @@ def best_gap_split_small(
     ``decode_weight >= 0`` (numpy would skip a non-finite entry; this raises on it)."""
     k_cap = float(min(k_max, k_done))
     done = float(k_done) if k_done <= k_max else None
-    tau_ok = tau + _EPS
-    step_ok = step_tau + _EPS if step_tau is not None and step_tau < tau else None
+    tau_ok = tau + EPS
+    step_ok = step_tau + EPS if step_tau is not None and step_tau < tau else None
     w = decode_weight * n_d
     best: tuple[int, float, float] | None = None
     for i, (td, tp) in enumerate(zip(t_d, t_p, strict=True)):
