@@ -101,7 +101,7 @@ def markdown(result: dict[str, Any]) -> str:
     cfg = result["config"]
     cl = cfg["cluster"]
     lines = [f"### {title(cfg)}", "",
-             "Capacity = highest Poisson QPS at which the run keeps up (served >= 0.97x offered "
+             "Capacity = highest Poisson QPS at which the run keeps up (admitted >= 0.97x offered "
              "over the steady-state window, TTFT rising <= 1 s across it) and >= "
              f"{cl['target']:.0%} of the window's requests meet both SLOs (`sim/steady.py`). "
              "Best-tuned: coordinate descent over each system's knobs (`tuning.py`). "

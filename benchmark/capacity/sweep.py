@@ -69,6 +69,7 @@ def _summary(s: Setting, cap: float, pts: list[Point]) -> dict[str, Any]:
                                "attainment": p.metrics["steady"]["attainment"],
                                "keeps_up": p.metrics["steady"]["keeps_up"],
                                "served_ratio": p.metrics["steady"]["served_ratio"],
+                               "admitted_ratio": p.metrics["steady"]["admitted_ratio"],
                                "ttft_rise_s": p.metrics["steady"]["ttft_rise_s"]}
                               for p in pts), key=lambda d: (d["requests"], d["qps"]))}
 

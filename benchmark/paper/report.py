@@ -145,7 +145,7 @@ def _e2e_md(key: str, rep: dict[str, Any]) -> list[str]:
         sdk = (f"{m['mean_sms_decode']:.0f} / {m['mean_lookahead']:.2f}"
                if m["mean_sms_decode"] is not None else "-")
         st = m.get("steady") or {}
-        keeps = (f"{'yes' if st['keeps_up'] else 'NO'} ({st['served_ratio']:.2f})"
+        keeps = (f"{'yes' if st['keeps_up'] else 'NO'} ({st['admitted_ratio']:.2f})"
                  if st else "-")
         lines.append(
             f"| {name} | {_cell(m['throughput_rps'], 2, c.get('throughput_rps'))} | {keeps} | "
@@ -205,7 +205,7 @@ beyond it (issue #13): its spatial plans bound the gap a request sees across the
 and plan with a margin learned from the online correction. Capacity per policy:
 `benchmark/results/capacity/`. "keeps up" is the steady-state test of the capacity benchmark
 (`sglang_duet/sim/steady.py`: over the window between the first and last 10% of arrivals,
-served >= 0.97x offered and TTFT not rising by more than 1 s): a "NO" row's req/s is a growing
+admitted >= 0.97x offered and TTFT not rising by more than 1 s): a "NO" row's req/s is a growing
 queue draining after the last arrival, not a rate the system sustains. The runs use each
 system's defaults, as the paper's did (budget 8192); the best-tuned comparison is the capacity
 benchmark's. The paper's Azure request counts are transposed (the code trace

@@ -1,6 +1,6 @@
 """Router capacity in the simulator, by the same steady-state rule as ``benchmark.capacity``.
 
-Per router: the highest Poisson QPS at which the run keeps up (served >= 0.97x offered over the
+Per router: the highest Poisson QPS at which the run keeps up (admitted >= 0.97x offered over the
 steady-state window, TTFT not rising) and >= 90% of the window's requests meet both SLOs
 (``benchmark.capacity.search.passes``; the replicas run the duet policy). Every router sees the
 same sampled requests and arrival gaps (one seed), scaled to each QPS. Next to the routers, each
@@ -66,7 +66,7 @@ def router_capacity(setup: Setup, trace: str, router: str, seed: int = 0,
     cap, pts = find_capacity(cl, Setting("duet"), n, start_qps(setup, trace), TOL)
     out = {"capacity_qps": cap, "requests": n,
            "probes": [{"qps": p.qps, **{k: p.metrics["steady"][k] for k in
-                                        ("attainment", "keeps_up", "served_ratio")}}
+                                        ("attainment", "keeps_up", "served_ratio", "admitted_ratio")}}
                       for p in sorted(pts, key=lambda p: p.qps)]}
     if length_check and cap > 0:
         cap2, _ = find_capacity(cl, Setting("duet"), 2 * n, cap, TOL)

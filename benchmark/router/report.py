@@ -39,7 +39,7 @@ _ORDER = ("duet", "round-robin", "total-requests", "total-tokens", "least-tokens
 
 def write_markdown(out_dir: str) -> str:
     lines = ["# Router comparison (simulator)", "",
-             "Capacity at steady state: highest Poisson QPS at which the run keeps up (served "
+             "Capacity at steady state: highest Poisson QPS at which the run keeps up (admitted "
              ">= 0.97x offered over the steady-state window, TTFT not rising) and >= 90% of the "
              "window's requests meet both their own P99 TBT <= 100 ms and TTFT <= 10 s "
              "(`benchmark.capacity.search`); replicas run the duet policy. `ratio` = duet "

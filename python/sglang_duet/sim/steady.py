@@ -8,9 +8,18 @@ requests meet an empty system, the last ones one that drains (nothing arrives af
 
 * ``offered_rps`` = window requests / window length; ``served_rps`` = requests (of any arrival)
   completed inside the window / window length; ``served_ratio`` their ratio.
+  ``admitted_ratio``: requests (of any arrival) whose first token reached the client inside the
+  window, over the window's requests. By conservation, completions = admissions minus the growth
+  of the in-service population, and that population ramps up for as long as the longest
+  sojourns of the first requests: 10% of a 4,000-request azure-conv run (11 s) is shorter than
+  its P90 sojourn (about 20 s), and at duet's 36.5 req/s the in-service count rose by 95 requests
+  across the window while the queue rose by 8 (served 0.967, admitted 0.997, TTFT flat). The
+  served ratio thus charges a policy for long service times (slow decode), not for a growing
+  queue; the admitted ratio sees the queue only. A running set that keeps growing fills the KV
+  pool, and admission then stalls, which the admitted ratio and the run-length check see.
 * ``ttft_rise_s``: the least-squares slope of TTFT against arrival time over the window's
   requests, times the window length: how much TTFT grew across the window.
-* ``keeps_up``: ``served_ratio >= SERVED_MIN`` and ``ttft_rise_s <= RISE_MAX_SHARE x`` the TTFT
+* ``keeps_up``: ``admitted_ratio >= SERVED_MIN`` and ``ttft_rise_s <= RISE_MAX_SHARE x`` the TTFT
   SLO. A run that keeps up has a queue that is not growing.
 * ``attainment``: share of the window's requests (rejected ones count as misses) whose own P99
   TBT <= tau and TTFT <= the TTFT SLO. The capacity rule (``benchmark.capacity``): a QPS passes
@@ -63,6 +72,8 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
     last = np.where(has, times[np.minimum(start + counts - 1, max(times.size - 1, 0))], -1.0)
     finish = last[has]
     served = int(np.count_nonzero((finish >= t0) & (finish <= t1)))
+    began = first[has]
+    admitted = int(np.count_nonzero((began >= t0) & (began <= t1)))
     offered = len(win)
 
     ids = {id(r) for r in win}
@@ -83,7 +94,7 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
     win_gaps = gaps[in_win[gap_owner]] if gaps.size else gaps
     tbt_p99 = float(np.percentile(win_gaps, 99)) if win_gaps.size else 0.0
     ratio = served / offered
-    keeps_up = ratio >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
+    keeps_up = admitted / offered >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
     d50 = float(np.percentile(delay, 50)) if delay.size else 0.0
     d99 = float(np.percentile(delay, 99)) if delay.size else 0.0
     r4 = _round
@@ -93,6 +104,7 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
         "offered_rps": r4(offered / span),
         "served_rps": r4(served / span),
         "served_ratio": r4(ratio),
+        "admitted_ratio": r4(admitted / offered),
         "ttft_rise_s": r4(rise),
         "ttft_mean_s": r4(float(ttft.mean()) if ttft.size else 0.0),
         "keeps_up": bool(keeps_up),
