@@ -64,9 +64,9 @@ def router_capacity(setup: Setup, trace: str, router: str, seed: int = 0,
     n = PER_REPLICA.get(trace, 1000) * setup.replicas
     cl = _cluster(setup, trace, seed, router=router)
     cap, pts = find_capacity(cl, Setting("duet"), n, start_qps(setup, trace), TOL)
+    keys = ("attainment", "keeps_up", "served_ratio", "admitted_ratio")
     out = {"capacity_qps": cap, "requests": n,
-           "probes": [{"qps": p.qps, **{k: p.metrics["steady"][k] for k in
-                                        ("attainment", "keeps_up", "served_ratio", "admitted_ratio")}}
+           "probes": [{"qps": p.qps, **{k: p.metrics["steady"][k] for k in keys}}
                       for p in sorted(pts, key=lambda p: p.qps)]}
     if length_check and cap > 0:
         cap2, _ = find_capacity(cl, Setting("duet"), 2 * n, cap, TOL)

@@ -20,7 +20,8 @@ def _fake_evaluate(limit):
     def evaluate(cl, s, qps, requests):
         calls.append((s, round(qps, 4), requests))
         ok = qps <= limit(s, requests)
-        steady = {"keeps_up": ok, "attainment": 1.0 if ok else 0.5, "served_ratio": 1.0, "admitted_ratio": 1.0,
+        steady = {"keeps_up": ok, "attainment": 1.0 if ok else 0.5, "served_ratio": 1.0,
+                  "admitted_ratio": 1.0,
                   "ttft_rise_s": 0.0, "sarathi_ok": qps <= 2 * limit(s, requests),
                   "served_rps": min(qps, limit(s, requests))}
         return Point(round(qps, 4), requests, {"steady": steady})

@@ -15,7 +15,8 @@ def _fake(limits):
     def evaluate(cl, s, qps, requests):
         lim = limits[cl.base.get("router", s.policy)]
         ok = qps <= lim
-        st = {"keeps_up": ok, "attainment": 1.0 if ok else 0.2, "served_ratio": 1.0, "admitted_ratio": 1.0,
+        st = {"keeps_up": ok, "attainment": 1.0 if ok else 0.2, "served_ratio": 1.0,
+              "admitted_ratio": 1.0,
               "ttft_rise_s": 0.0, "sarathi_ok": ok, "served_rps": min(qps, lim)}
         return Point(round(qps, 4), requests, {"steady": st})
     return evaluate
