@@ -78,6 +78,24 @@ def test_coordinate_descent_keeps_only_improvements(monkeypatch):
     assert r["best"]["saturation_rps"] == 30.0
 
 
+@pytest.mark.parametrize("long_limit, used", [(24.0, "long"), (31.0, "short"), (40.0, "short")])
+def test_a_longer_run_that_fails_lower_sets_the_capacity(monkeypatch, long_limit, used):
+    # the 2x run passes up to long_limit: 24 is > 5% under 30 (the short run hid a drift), 31
+    # within 5%, 40 above (a rise is flagged, the shorter figure kept)
+    ev, _ = _fake_evaluate(lambda s, n: 30.0 if n == 100 else long_limit)
+    monkeypatch.setattr(search, "evaluate", ev)
+    monkeypatch.setattr(sweep, "evaluate", ev)
+    cfg = sweep.SweepConfig(Cluster("azure-code"), ("sglang-chunked",), 100, 8.0, tune=False)
+    b = sweep.sweep_policy(cfg, "sglang-chunked")["best"]
+    rl = b["run_length"]
+    if used == "long":
+        assert not rl["ok"] and b["capacity_qps"] == rl["capacity_qps"] <= 24.0
+        assert b["capacity_from"] == "2x run" and 30 / 1.025 <= b["short_run_qps"] <= 30.0
+    else:
+        assert 30 / 1.025 <= b["capacity_qps"] <= 30.0 and "capacity_from" not in b
+        assert rl["ok"] == (long_limit == 31.0)
+
+
 def test_tiny_sweep_writes_json_plot_and_table_and_reuses_its_cache(tmp_path, monkeypatch):
     argv = ["--trace", "azure-code", "--policies", "duet,sglang-chunked", "--requests", "120",
             "--start-qps", "8", "--quick", "--jobs", "1", "--quiet", "--out", str(tmp_path)]
@@ -88,7 +106,8 @@ def test_tiny_sweep_writes_json_plot_and_table_and_reuses_its_cache(tmp_path, mo
     assert body["config"]["requests"] == 120 and set(body["policies"]) == {"duet",
                                                                           "sglang-chunked"}
     for r in body["policies"].values():
-        assert r["best"]["capacity_qps"] >= r["default"]["capacity_qps"] > 0
+        short = r["best"].get("short_run_qps", r["best"]["capacity_qps"])  # same length
+        assert short >= r["default"]["capacity_qps"] > 0
         assert r["best"]["run_length"]["requests"] == 240
         pts = r["best"]["points"]
         assert pts == sorted(pts, key=lambda p: (p["requests"], p["qps"]))
