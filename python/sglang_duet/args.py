@@ -102,9 +102,10 @@ class DuetArgs(DuetFlags):
     )
     backlog_share: float = field(
         default=BACKLOG_DECODE_SHARE,
-        metadata={"help": "While the KV pool holds waiting prompts back, the decode step "
-                  "every plan aims at, as a share of the TBT target (0 < share <= 1; 1: the "
-                  "target itself): faster decodes free their KV sooner.", "min": 0.0},
+        metadata={"help": "While prompts queue beyond one iteration, the decode step every "
+                  "plan aims at, as a share of the TBT target (0 < share <= 1; 1: the target "
+                  "itself). Lower runs decode faster so requests free their KV sooner (pays "
+                  "when the KV pool, not prefill, limits load).", "min": 0.0},
     )
     decode_graph_sizes: int = field(
         default=6,

@@ -163,10 +163,8 @@ def test_backlog_target_binds_the_mixed_batches_too():
         assert busy.prefill[0].length < 2048
     else:
         assert busy.mode == "spatial" and busy.predicted_decode_s <= 0.1, busy.reason
-    # share 1: the backlog changes nothing
-    one = DuetPolicy.build("adaptive", 0.1)
-    one.backlog_share = 1.0
-    assert one.plan(decodes, waiting, backlog=True) == calm
+    # share 1 (the default): the backlog changes nothing
+    assert DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting, backlog=True) == calm
 
 
 def test_a_missed_backlog_target_is_relaxed_in_steps_not_dropped():

@@ -41,21 +41,9 @@ def test_policy_inputs_order_chunked_first_and_skip_finished():
     assert queue[0].computed == 128
 
 
-def test_backlog_is_prompt_work_the_kv_pool_cannot_take():
+def test_backlog_is_prompt_work_beyond_one_iteration():
     from sglang_duet.policy import ReqState
-    from sglang_duet.runtime.bridge import kv_held
+    from sglang_duet.runtime.bridge import backlog
 
     w = [ReqState("a", 100, 40, 0), ReqState("b", 50, 0, 0)]  # 60 + 50 prompt tokens left
-    assert not kv_held(w, 110) and kv_held(w, 109) and not kv_held([], 0)
-
-
-def test_free_kv_tokens_counts_the_evictable_cache():
-    from types import SimpleNamespace as NS
-
-    from sglang_duet.runtime.bridge import free_kv_tokens
-
-    def sched(evictable):
-        return NS(token_to_kv_pool_allocator=NS(available_size=lambda: 100),
-                  tree_cache=NS(evictable_size=lambda: evictable))
-
-    assert free_kv_tokens(sched(28)) == 128 and free_kv_tokens(sched((28, 5))) == 128
+    assert not backlog(w, 110) and backlog(w, 109) and not backlog([], 0)

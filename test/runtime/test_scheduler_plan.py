@@ -35,18 +35,17 @@ class FakePolicy:
         return self.plan_
 
 
-def fake_sched(plan, tp_size=1, free=10_000, backend="fa3", waiting=(), evictable=0):
+def fake_sched(plan, tp_size=1, free=10_000, backend="fa3"):
     running = NS(
         reqs=[req("a"), req("b")], return_logprob=False, return_hidden_states=False,
         spec_algorithm=NS(is_none=lambda: True),
         sampling_info=NS(penalizer_orchestrator=NS(is_required=False)),
     )
     s = NS(
-        duet_policy=FakePolicy(plan), waiting_queue=list(waiting), chunked_req=None,
+        duet_policy=FakePolicy(plan), waiting_queue=[], chunked_req=None,
         ps=NS(tp_size=tp_size, tp_rank=0), tp_cpu_group="cpu-group", tp_group=NS(first_rank=0),
         server_args=NS(attention_backend=backend, decode_attention_backend=None), page_size=1,
         token_to_kv_pool_allocator=NS(available_size=lambda: free),
-        tree_cache=NS(evictable_size=lambda: evictable),
     )
     return s, running
 
@@ -61,18 +60,6 @@ def test_decide_returns_the_plan_and_its_lookahead():
     assert isinstance(got, Decision) and got.plan == spatial(4)
     assert got.lookahead == lookahead.Lookahead(4, "")
     assert not hasattr(s, "duet_plan")  # nothing left on the scheduler for a later method
-
-
-@pytest.mark.parametrize("free, evictable, held", [(100, 0, True), (100, 900, False),
-                                                   (10_000, 0, False)])
-def test_the_policy_hears_of_a_kv_backlog(free, evictable, held):
-    # a waiting prompt of 999 tokens (1000 with its one output) against free + evictable slots
-    w = NS(rid="w", origin_input_ids=[1] * 999, output_ids=[], prefix_indices=None,
-           sampling_params=NS(max_new_tokens=8), grammar=None, finished=lambda: False)
-    s, running = fake_sched(BatchPlan.aggregated(("a", "b"), CHUNK, 132), free=free,
-                            waiting=[w], evictable=evictable)
-    DuetScheduler._decide(s, running)
-    assert s.duet_policy.backlog is held
 
 
 def test_decide_with_flashinfer_forces_one_step():

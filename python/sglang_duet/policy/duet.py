@@ -73,9 +73,8 @@ class DuetPolicy:
         ``sized``: the gap scheme also weighs the SLO-sized mixed batch (`sized.py`);
         ``objective``: what the gap scheme's split search maximises, ``"prefill"`` tokens per
         second (decode tokens come at the SLO's pace in every feasible plan) or the paper's
-        ``"tokens"`` per second (decode and prefill alike). ``backlog_share``: while the KV pool
-        holds prompts back, every option's decode step aims at this share of tau (1: tau
-        itself; `gap_optimizer.BACKLOG_DECODE_SHARE` says why)."""
+        ``"tokens"`` per second (decode and prefill alike). ``backlog_share``: while prompts are
+        backlogged, every option's decode step aims at this share of tau (1: tau itself)."""
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {objective!r}")
         if mode not in POLICY_MODES:
@@ -150,12 +149,11 @@ class DuetPolicy:
              backlog: bool = False) -> BatchPlan:
         """The plan of the next iteration for the running ``decodes`` and the FIFO ``waiting``
         queue (see the module docstring). Deterministic for the same inputs and factors.
-        ``backlog``: the driver holds prompt work back because the KV pool cannot take it (not
-        for the token budget: then decode at tau leaves prefill the most SMs); the gap scheme
-        then aims every option's decode step at ``backlog_share * tau``: the mixed batch and
-        the SLO-sized one must fit it, and the split search relaxes it towards tau only step by
-        step (`gap_optimizer.search_gap`), so running requests finish and free their KV sooner.
-        """
+        ``backlog``: the driver holds prompt work back beyond this iteration (token budget or KV
+        pool full); the gap scheme then aims every option's decode step at ``backlog_share *
+        tau``: the mixed batch and the SLO-sized one must fit it, and the split search relaxes
+        it towards tau only step by step (`gap_optimizer.search_gap`), so running requests
+        finish and free their KV sooner."""
         self._backlog = backlog
         n_d = len(decodes)
         chunks, completes = chunk_waiting(waiting, self.token_budget - n_d)

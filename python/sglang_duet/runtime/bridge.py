@@ -35,28 +35,15 @@ def waiting_state(req: Any) -> ReqState:
     )
 
 
-def kv_held(waiting: Sequence[ReqState], free_tokens: int) -> bool:
-    """Whether the KV pool holds waiting prompt work back: their prompt tokens still to compute
-    exceed the ``free_tokens`` the pool could give them (free plus evictable cache slots). The
-    policy's ``backlog``; the simulator's is its admission stopping at a request whose pages
-    did not fit (`sim/replica.py`). A queue longer than one iteration's token budget is not a
-    backlog: decode then keeps tau and prefill the most SMs (`gap_optimizer`)."""
-    left = free_tokens
+def backlog(waiting: Sequence[ReqState], budget: int) -> bool:
+    """Whether the waiting prompts hold more work than one iteration's prefill ``budget`` takes
+    (the policy's ``backlog``: the simulator's "still queued after admission")."""
+    left = budget
     for r in waiting:
         left -= r.remaining_prompt
         if left < 0:
             return True
     return False
-
-
-def free_kv_tokens(sched: Any) -> int:
-    """KV slots a waiting prompt could take now: the allocator's free ones plus the prefix
-    cache's evictable ones (SGLang's own admission counts both, ``PrefillAdder``)."""
-    free = int(sched.token_to_kv_pool_allocator.available_size())
-    evictable = sched.tree_cache.evictable_size()
-    if isinstance(evictable, tuple):  # hybrid caches report (full, other)
-        evictable = evictable[0]
-    return free + int(evictable)
 
 
 class PolicyInputs(NamedTuple):

@@ -123,8 +123,8 @@ class DuetScheduler(Scheduler):
         """The policy's plan for this iteration and its look-ahead, decided on TP rank 0 and
         broadcast together, so that every rank runs the same plan and the same steps."""
         decodes, waiting = bridge.policy_inputs(running.reqs, self.waiting_queue, self.chunked_req)
-        held = bridge.kv_held(waiting, bridge.free_kv_tokens(self))
-        plan = self.duet_policy.plan(decodes, waiting, held)
+        budget = self.duet_policy.token_budget - len(decodes)
+        plan = self.duet_policy.plan(decodes, waiting, bridge.backlog(waiting, budget))
         steps = lookahead.Lookahead(1)
         if plan.mode == "spatial":
             steps = lookahead.max_safe_lookahead(

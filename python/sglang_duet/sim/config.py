@@ -43,9 +43,8 @@ class SimConfig:
     duet_sized: bool = _f(True, "duet: weigh the SLO-sized mixed batch against the splits")
     duet_objective: str = _f("prefill", "duet: the split search's objective, prefill or tokens "
                              "(per second)")
-    duet_backlog_share: float = _f(BACKLOG_DECODE_SHARE, "duet: while the KV pool holds prompts "
-                                   "back, the decode step every option aims at, as a share "
-                                   "of tau "
+    duet_backlog_share: float = _f(BACKLOG_DECODE_SHARE, "duet: while prompts queue, the decode "
+                                   "step every option aims at, as a share of tau "
                                    "(--duet-backlog-share)")
     partition_backend: str = _f("green-ctx", "duet's SM partitions: the menu the runtime builds "
                                 "for this backend (green-ctx or libsmctrl; partition.plan)")

@@ -15,11 +15,11 @@ Request lifecycle on a replica:
    requests are preempted (retract + recompute) until they do.
 
 Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan (backlog:
-admission stopped at a request whose pages did not fit) and times it with the Executor. A
-*decode stretch* (no prompt work admitted) asks the planner once, checks the answer is a plain
-decode step, and runs up to the first of: a request finishing, the KV pages running out, the
-first step starting at or after ``horizon`` (the next event that could bring work). Each stretch
-step counts as one iteration of the planner's mode.
+requests still queued after admission) and times it with the Executor. A *decode stretch* (no
+prompt work admitted) asks the planner once, checks the answer is a plain decode step, and runs
+up to the first of: a request finishing, the KV pages running out, the first step starting at or
+after ``horizon`` (the next event that could bring work). Each stretch step counts as one
+iteration of the planner's mode.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ class Replica:
         self.iter_start = array("d")
         self.iter_kind = array("b")
         self.step_iter = array("i")
-        self.busy = self.kv_held = False  # kv_held: admission stopped at a page shortfall
+        self.busy = False
         self.start_scheduled = False
         self._pending: tuple | None = None
         self.ratio = flavor.reserve_init
@@ -174,8 +174,8 @@ class Replica:
             r = self.queue[0]
             pages = -(-r.base // page)
             need = pages + (-(-int(ratio * r.remaining_out) // page) if ratio > 0.0 else 0)
-            if need > free and (pages > self.kv.free or self.running or self.prefilling):
-                self.kv_held = True
+            if need > free and not (pages <= self.kv.free and not self.running
+                                    and not self.prefilling):
                 break
             self.queue.popleft()
             if self.prefix is not None and r.hashes:
@@ -209,7 +209,6 @@ class Replica:
             self.running.extend(self.joiners)
             self.joiners.clear()
         self._make_room()
-        self.kv_held = False
         if self.queue:
             self._admit()
         if not self.running and not self.prefilling:
@@ -223,7 +222,7 @@ class Replica:
     def _start_planned(self, now: float) -> float | None:
         while True:
             plan = self.planner.plan([r.to_state() for r in self.running],
-                                     [r.to_state() for r in self.prefilling], self.kv_held)
+                                     [r.to_state() for r in self.prefilling], bool(self.queue))
             self.plans += 1
             if plan.mode == "idle":
                 return None
