@@ -72,7 +72,7 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
     last = np.where(has, times[np.minimum(start + counts - 1, max(times.size - 1, 0))], -1.0)
     finish = last[has]
     served = int(np.count_nonzero((finish >= t0) & (finish <= t1)))
-    began = first[has]
+    began = first[has]  # first tokens: admissions (the module docstring)
     admitted = int(np.count_nonzero((began >= t0) & (began <= t1)))
     offered = len(win)
 
@@ -93,8 +93,8 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
                                 & (ttft_all <= ttft_slo_s + 1e-12)))
     win_gaps = gaps[in_win[gap_owner]] if gaps.size else gaps
     tbt_p99 = float(np.percentile(win_gaps, 99)) if win_gaps.size else 0.0
-    ratio = served / offered
-    keeps_up = admitted / offered >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
+    ratio, admitted_ratio = served / offered, admitted / offered
+    keeps_up = admitted_ratio >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
     d50 = float(np.percentile(delay, 50)) if delay.size else 0.0
     d99 = float(np.percentile(delay, 99)) if delay.size else 0.0
     r4 = _round
@@ -104,7 +104,7 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
         "offered_rps": r4(offered / span),
         "served_rps": r4(served / span),
         "served_ratio": r4(ratio),
-        "admitted_ratio": r4(admitted / offered),
+        "admitted_ratio": r4(admitted_ratio),
         "ttft_rise_s": r4(rise),
         "ttft_mean_s": r4(float(ttft.mean()) if ttft.size else 0.0),
         "keeps_up": bool(keeps_up),
