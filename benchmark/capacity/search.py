@@ -29,8 +29,10 @@ from typing import Any
 from sglang_duet.sim import SimConfig, Simulation, build_arrivals, load_trace, summarize
 from sglang_duet.sim.steady import steady_state
 
-__all__ = ["Cluster", "Point", "Setting", "evaluate", "find_capacity", "passes",
-           "sarathi_passes"]
+__all__ = ["LENGTH_TOL", "Cluster", "Point", "Setting", "evaluate", "find_capacity",
+           "passes", "run_length", "sarathi_passes"]
+
+LENGTH_TOL = 0.05  # the run-length check: doubling the run may move capacity by this much
 
 _KEEP = ("completed", "throughput_rps", "ttft_p99_ms", "tbt_p50_ms", "tbt_p99_ms", "mode_share",
          "preemptions", "mean_sms_decode", "mean_lookahead", "gap_causes", "kv_peak_use")
@@ -216,3 +218,16 @@ def find_capacity(cl: Cluster, s: Setting, requests: int, start: float, rel_tol:
         else:
             hi = mid
     return round(lo, 4), pts
+
+
+def run_length(short_qps: float, long_qps: float, long_requests: int) -> dict[str, Any]:
+    """The run-length check's verdict, shared by every benchmark that reports a capacity.
+
+    ``ok``: the capacity with ``long_requests`` (twice the short run's) is within ``LENGTH_TOL``
+    of the short run's. ``sets_figure``: it fell by more, so the short run hid a slow drift (a
+    running set that grows until the KV pool stops admission) and the longer run's capacity is
+    the one to report; a rise leaves the shorter, conservative figure.
+    """
+    ratio = long_qps / short_qps if short_qps > 0 else 0.0
+    return {"requests": long_requests, "capacity_qps": long_qps, "ratio": round(ratio, 4),
+            "ok": abs(ratio - 1.0) <= LENGTH_TOL, "sets_figure": ratio < 1.0 - LENGTH_TOL}

@@ -30,12 +30,14 @@ from typing import Any
 
 from .search import (
     CACHE,
+    LENGTH_TOL,
     Cluster,
     Point,
     Setting,
     evaluate,
     find_capacity,
     passes,
+    run_length,
     sarathi_passes,
 )
 from .tuning import knobs_for
@@ -43,7 +45,7 @@ from .tuning import knobs_for
 __all__ = ["COARSE_TOL", "DEFAULT_REQUESTS", "FINE_TOL", "LENGTH_TOL", "START_QPS",
            "SweepConfig", "run_sweep"]
 
-COARSE_TOL, FINE_TOL, LENGTH_TOL = 0.05, 0.025, 0.05
+COARSE_TOL, FINE_TOL = 0.05, 0.025
 # requests per run: about 100-800 s of arrivals at the policies' capacities on 2 GPUs; the
 # run-length check doubles them (within each trace's size)
 DEFAULT_REQUESTS: dict[str, int] = {"azure-code": 4000, "azure-conv": 4000, "mooncake": 2000}
@@ -122,11 +124,9 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
     extra = out["best"]
     if cfg.length_check and best_cap > 0:
         cap2 = search(best, 2 * n, best_cap, FINE_TOL)
-        ratio = cap2 / best_cap
         long = summary(best, cap2, 2 * n)
-        extra["run_length"] = {"requests": 2 * n, "capacity_qps": cap2, "ratio": round(ratio, 4),
-                               "ok": abs(ratio - 1.0) <= LENGTH_TOL, "points": long["points"]}
-        if ratio < 1.0 - LENGTH_TOL:  # the longer run is the steady figure (step 3)
+        extra["run_length"] = {**run_length(best_cap, cap2, 2 * n), "points": long["points"]}
+        if extra["run_length"]["sets_figure"]:  # the longer run is the steady figure (step 3)
             extra.update(capacity_qps=cap2, at_capacity=long["at_capacity"],
                          capacity_from="2x run", short_run_qps=best_cap)
             best_cap = cap2

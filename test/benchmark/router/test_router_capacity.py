@@ -43,3 +43,19 @@ def test_router_and_baseline_capacities_and_the_table(monkeypatch, tmp_path):
     assert f"| {duet['capacity_qps'] / rr['capacity_qps']:.3f} |" in row  # vs round-robin
     assert f"{alt['capacity_qps']:.3f} ({alt['setting']})" in row
     assert row.rstrip().endswith(f"{duet['capacity_qps'] / alt['capacity_qps']:.3f} |")
+
+
+def test_a_longer_run_that_fails_lower_sets_the_router_figure(monkeypatch):
+    def evaluate(cl, s, qps, requests):
+        lim = 50.0 if requests <= 8000 else 40.0  # the 2x run hides no drift only below 40
+        ok = qps <= lim
+        st = {"keeps_up": ok, "attainment": 1.0 if ok else 0.2, "served_ratio": 1.0,
+              "admitted_ratio": 1.0, "ttft_rise_s": 0.0, "sarathi_ok": ok,
+              "served_rps": min(qps, lim)}
+        return Point(round(qps, 4), requests, {"steady": st})
+    monkeypatch.setattr(search, "evaluate", evaluate)
+    duet = rc.router_capacity(rc.SETUPS[2], "azure-code", "duet", length_check=True)
+    rl = duet["run_length"]
+    assert not rl["ok"] and rl["sets_figure"] and 40 / 1.025 <= rl["capacity_qps"] <= 40
+    assert duet["capacity_from"] == "2x run" and duet["capacity_qps"] == rl["capacity_qps"]
+    assert 50 / 1.05 <= duet["short_run_qps"] <= 50
