@@ -135,7 +135,7 @@ def _e2e_md(key: str, rep: dict[str, Any]) -> list[str]:
         f"<= {rep['config']['tbt_slo_ms']:g} ms; goodput also needs TTFT <= "
         f"{rep['config']['ttft_slo_ms'] / 1e3:g} s.",
         "",
-        "| policy | req/s | keeps up (served/offered) | out tok/s | TTFT p50 | TTFT p99 | "
+        "| policy | req/s | keeps up (admitted/offered) | out tok/s | TTFT p50 | TTFT p99 | "
         "TBT p50 | TBT p99 | TBT max | SLO att. | goodput | iterations by mode | mean S_d / k |",
         "| --- |" + " ---: |" * 10 + " --- | ---: |",
     ]
