@@ -54,7 +54,9 @@ def write_markdown(out_dir: str) -> str:
              "Alternatives, each best-tuned (setting named): SGLang mixed chunked prefill "
              "behind round-robin, Dynamo xPyD; `vs best alternative` = the best duet router / "
              "the better of them. Produced by `python -m benchmark.router`; the JSON files next "
-             "to this one hold every probe run and the stamp (commit, machine, command).", "",
+             "to this one hold every probe run and the stamp (commit, machine, command). "
+             "Figures of an earlier, transient rule are in `before/`, each folder saying why "
+             "they were wrong.", "",
              "| setup | trace | " + " | ".join(_ORDER) + " | ratio | sglang-chunked | dynamo "
              "| vs best alternative |",
              "|---|---|" + "---|" * (len(_ORDER) + 4)]
