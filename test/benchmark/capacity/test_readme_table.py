@@ -42,7 +42,7 @@ def test_target_rule(tmp_path):
             "target_qps": 29.0, "target_kind": "the alternative", "target_met": True,
             "not_below_alternative": True}
     row = S.table({"cases": [case]}).splitlines()[2]
-    assert row.startswith("| t, Qwen3-8B | 30.0 | 20.0 | x 29.0 (defaults) | 1.03x | 32.0 |")
+    assert row.startswith("| t, Qwen3-8B | 30.0 | 20.0 | x 29.0 (defaults) | 1.03x | - | 32.0 |")
     assert row.endswith("| 60.0 | 29.0 (the alternative) | yes |")
     (tmp_path / "R.md").write_text(f"a\n{S.MARK_BEGIN}\nold\n{S.MARK_END}\nb\n")
     S.write_readme({"cases": [case]}, str(tmp_path / "R.md"))
@@ -53,3 +53,24 @@ def test_target_of():
     assert S.target_of(10.0, 100.0) == (12.0, "1.2x alternative")
     assert S.target_of(30.0, 35.0) == (31.5, "90% of bound")
     assert S.target_of(41.3, 37.6) == (41.3, "the alternative")  # the bound is not passed-proof
+
+
+def test_lower_run():
+    """The lower of the two run lengths: a 3% fall (inside the 5% the figure ignores) counts, a
+    rise and a missing 2x run leave the figure."""
+    best = {"capacity_qps": 1.6, "run_length": {"capacity_qps": 1.54, "sets_figure": False}}
+    assert S.lower_run(best) == 1.54
+    assert S.lower_run({"capacity_qps": 1.5, "run_length": {"capacity_qps": 1.6}}) == 1.5
+    assert S.lower_run({"capacity_qps": 1.5}) == 1.5
+
+
+def test_lower_run_column_is_the_sweeps():
+    """Each committed case's lower-run comparison is duet's lower run against the best of the
+    alternatives' lower runs, from the sweep JSON."""
+    for c in _committed()["cases"]:
+        body = json.loads((RESULTS / c["file"]).read_text())
+        low = {p: S.lower_run(r["best"]) for p, r in body["policies"].items()
+               if p != "duet-paper"}
+        alt = max((p for p in low if p != "duet"), key=low.get)
+        assert c["lower_run"]["best_alternative"] == alt
+        assert c["lower_run"]["vs_best_alternative"] == round(low["duet"] / low[alt], 3)
