@@ -15,13 +15,13 @@ Per policy, the knob (SimConfig fields), what a user sets, the default, the valu
   split (``disagg_prefill`` / ``disagg_decode``); 4.3 GB/s, 1P1D.
 * duet: ``token_budget`` = ``--chunked-prefill-size`` (2048 ... 16384), then
   ``duet_backlog_share`` = ``--duet-backlog-share`` with ``max_lookahead`` =
-  ``--duet-max-lookahead`` as one knob ((1, 16), (0.5, 16), (0.5, 64), (0.3, 64)): a faster
-  decode step under backlog needs more steps to cover a prefill, and azure-conv pays only with
-  both (36.0 -> 38.8 req/s with 0.3 and 64; either alone moves it < 5%, which coordinate
-  descent does not take); then ``max_lookahead`` alone (8 ... 64) and
-  ``duet_tbt_headroom_ms`` = ``--duet-tbt-headroom-ms`` (5 ... 20 ms); defaults 8192, 1, 16,
-  10% of the SLO. duet-paper (the paper's scheme, kept for
-  reference): ``token_budget`` only.
+  ``--duet-max-lookahead`` as one knob ((0, 16): the automatic share, then the fixed shares
+  (1, 16), (0.5, 16), (0.5, 64), (0.3, 64)): a faster decode step under backlog needs more
+  steps to cover a prefill, and azure-conv paid only with both (36.0 -> 38.8 req/s with 0.3
+  and 64 on the keep-up rule of the time; either alone moved it < 5%, which coordinate descent
+  does not take); then ``max_lookahead`` alone (8 ... 64) and ``duet_tbt_headroom_ms`` =
+  ``--duet-tbt-headroom-ms`` (5 ... 20 ms); defaults 8192, 0 (automatic), 16, 10% of the SLO.
+  duet-paper (the paper's scheme, kept for reference): ``token_budget`` only.
 
 The search is coordinate descent from the defaults: knob by knob, every value with the other
 knobs at their best so far; a value replaces the current one only if its capacity is higher
@@ -68,7 +68,7 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
              # jointly: a faster decode step under backlog needs more steps to cover a prefill
              Knob("duet_backlog_share, max_lookahead", tuple(
                  {"duet_backlog_share": b, "max_lookahead": k}
-                 for b, k in ((1.0, 16), (0.5, 16), (0.5, 64), (0.3, 64)))),
+                 for b, k in ((0.0, 16), (1.0, 16), (0.5, 16), (0.5, 64), (0.3, 64)))),
              _one("max_lookahead", (8, 16, 32, 64)),
              _one("duet_tbt_headroom_ms", (5.0, 10.0, 20.0))),
     "duet-paper": (_one("token_budget", (2048, 4096, 8192, 16384)),),

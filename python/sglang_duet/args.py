@@ -15,7 +15,7 @@ from sglang_duet.cli_args import ArgError, add_dataclass_args, check_fields, fro
 from sglang_duet.latency.hardware import HARDWARE, HARDWARE_ALIASES
 from sglang_duet.partition.registry import BACKEND_NAMES
 from sglang_duet.policy import POLICY_MODES
-from sglang_duet.policy.gap_optimizer import BACKLOG_DECODE_SHARE
+from sglang_duet.policy.backlog import BACKLOG_AUTO, BACKLOG_DECODE_SHARE
 from sglang_duet.router import ROUTERS
 
 MODES: tuple[str, ...] = tuple(POLICY_MODES)
@@ -104,8 +104,9 @@ class DuetArgs(DuetFlags):
         default=BACKLOG_DECODE_SHARE,
         metadata={"help": "While prompts queue beyond one iteration, the decode step every "
                   "plan aims at, as a share of the TBT target (0 < share <= 1; 1: the target "
-                  "itself). Lower runs decode faster so requests free their KV sooner (pays "
-                  "when the KV pool, not prefill, limits load).", "min": 0.0},
+                  "itself), or 0: a share that falls while the KV pool holds prompts back and "
+                  "rises back to 1 while it does not. Lower runs decode faster so requests free "
+                  "their KV sooner (pays when the KV pool, not prefill, limits load)."},
     )
     decode_graph_sizes: int = field(
         default=6,
@@ -171,9 +172,9 @@ class DuetArgs(DuetFlags):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 < self.backlog_share <= 1.0:
+        if self.backlog_share != BACKLOG_AUTO and not 0.0 < self.backlog_share <= 1.0:
             raise DuetArgError(f"{self.flag('backlog_share')} {self.backlog_share:g} must be in "
-                               "(0, 1]")
+                               f"(0, 1], or {BACKLOG_AUTO:g} (automatic)")
         if self.tbt_headroom_ms is not None and self.tbt_headroom_ms >= self.tbt_slo_ms:
             raise DuetArgError(f"{self.flag('tbt_headroom_ms')} {self.tbt_headroom_ms:g} must be "
                                f"below {self.flag('tbt_slo_ms')} {self.tbt_slo_ms:g}")

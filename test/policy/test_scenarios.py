@@ -191,6 +191,43 @@ def test_backlog_share_must_be_a_share():
     from sglang_duet.latency import LatencyModel, get_hardware, get_model
 
     lat = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"))
-    for bad in (0.0, 1.5):
+    for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="backlog_share"):
             DuetPolicy("adaptive", 0.1, latency=lat, backlog_share=bad)
+    DuetPolicy("adaptive", 0.1, latency=lat, backlog_share=0.0)  # automatic
+
+
+def test_the_automatic_share_follows_the_kv_pool():
+    """By default the backlog share starts at 1 (a queue held by the token budget changes
+    nothing), falls while the KV pool holds prompts back and climbs back while it does not;
+    a fixed share ignores the pool."""
+    from sglang_duet.policy import backlog as B
+
+    decodes, waiting = running(32, 1024), [ReqState("w", 2048, 0, 0)]
+    calm = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting)
+    pol = DuetPolicy.build("adaptive", 0.1)
+    assert pol.backlog_share == B.BACKLOG_AUTO
+    assert pol.plan(decodes, waiting, backlog=True) == calm
+    shares = []
+    for _ in range(60):
+        busy = pol.plan(decodes, waiting, backlog=True, kv_held=True)
+        shares.append(pol._share)
+    assert shares[0] == pytest.approx(1 - B.AUTO_DOWN) and shares[-1] == B.AUTO_FLOOR
+    assert busy != calm  # aiming at the floor's share of tau now
+    pol.plan(decodes, waiting, backlog=True)
+    assert pol._share == pytest.approx(B.AUTO_FLOOR + B.AUTO_UP)
+    for _ in range(int((1 - B.AUTO_FLOOR) / B.AUTO_UP) + 2):
+        pol.plan(decodes, waiting, backlog=True)
+    assert pol._share == 1.0 and pol.plan(decodes, waiting, backlog=True) == calm
+    fixed = DuetPolicy.build("adaptive", 0.1)
+    fixed.backlog_share = 0.5
+    fixed.plan(decodes, waiting, backlog=True, kv_held=True)
+    assert fixed._share == 0.5
+
+
+def test_next_share_steps():
+    from sglang_duet.policy.backlog import AUTO_FLOOR, check_share, next_share
+
+    assert next_share(1.0, False) == 1.0 and next_share(AUTO_FLOOR, True) == AUTO_FLOOR
+    assert next_share(0.5, True) < 0.5 < next_share(0.5, False)
+    assert check_share(0.0) == 0.0 and check_share(1.0) == 1.0

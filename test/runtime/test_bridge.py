@@ -47,3 +47,34 @@ def test_backlog_is_prompt_work_beyond_one_iteration():
 
     w = [ReqState("a", 100, 40, 0), ReqState("b", 50, 0, 0)]  # 60 + 50 prompt tokens left
     assert not backlog(w, 110) and backlog(w, 109) and not backlog([], 0)
+
+
+def test_kv_held_is_prompt_work_beyond_the_free_kv():
+    from sglang_duet.policy import ReqState
+    from sglang_duet.runtime.bridge import kv_held
+
+    w = [ReqState("a", 100, 40, 0), ReqState("b", 50, 0, 0)]  # 60 + 50 prompt tokens left
+    assert not kv_held(w, 110) and kv_held(w, 109) and not kv_held([], 0)
+
+
+def test_free_kv_tokens_counts_as_sglangs_prefill_adder():
+    """Free plus evictable slots (a hybrid cache's full part) less each running request's
+    remaining output, clipped, times the new-token ratio."""
+    from types import SimpleNamespace as NS
+
+    from sglang_duet.runtime import patches
+    from sglang_duet.runtime.bridge import free_kv_tokens
+
+    def sched(evictable):
+        return NS(token_to_kv_pool_allocator=NS(available_size=lambda: 1000),
+                  tree_cache=NS(evictable_size=lambda: evictable),
+                  new_token_ratio_tracker=NS(current=0.5))
+
+    def running(max_new, out):
+        return NS(sampling_params=NS(max_new_tokens=max_new), output_ids=[0] * out)
+
+    assert free_kv_tokens(sched(28), []) == 1028
+    assert free_kv_tokens(sched((28, 5)), []) == 1028
+    assert free_kv_tokens(sched(0), [running(101, 1), running(41, 1)]) == 1000 - 70
+    clip = patches.clip_max_new_tokens()
+    assert free_kv_tokens(sched(0), [running(10 * clip, 0)]) == 1000 - int(clip * 0.5)

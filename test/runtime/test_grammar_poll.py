@@ -40,7 +40,7 @@ class Policy:
     def __init__(self):
         self.seen = []
 
-    def plan(self, decodes, waiting, backlog=False):
+    def plan(self, decodes, waiting, backlog=False, kv_held=False):
         self.seen.append([w.rid for w in waiting])
         if not waiting:
             return BatchPlan.idle()
@@ -52,7 +52,9 @@ def scheduler(grammars):
     s = NS(grammar_manager=grammars, waiting_queue=[], chunked_req=None, duet_policy=Policy(),
            policy=NS(calc_priority=lambda *a: None), ps=NS(tp_size=1, tp_rank=0),
            running_batch=NS(reqs=[]), last_batch=None, duet_args=DuetArgs(),
-           is_mixed_chunk=False, chunked_prefill_size=64, max_prefill_tokens=64)
+           is_mixed_chunk=False, chunked_prefill_size=64, max_prefill_tokens=64,
+           token_to_kv_pool_allocator=NS(available_size=lambda: 4096),
+           tree_cache=NS(evictable_size=lambda: 0), new_token_ratio_tracker=NS(current=0.7))
     s._duet_knobs = (False, 64, 64)
     s._add_request_to_queue = s.waiting_queue.append
     for name in ("_admit_ready_grammars", "_decide", "_form_prefill"):

@@ -28,24 +28,25 @@ class FakePolicy:
 
     def __init__(self, plan):
         self.plan_ = plan
-        self.backlog = None
+        self.backlog = self.kv_held = None
 
-    def plan(self, decodes, waiting, backlog=False):
-        self.backlog = backlog
+    def plan(self, decodes, waiting, backlog=False, kv_held=False):
+        self.backlog, self.kv_held = backlog, kv_held
         return self.plan_
 
 
-def fake_sched(plan, tp_size=1, free=10_000, backend="fa3"):
+def fake_sched(plan, tp_size=1, free=10_000, backend="fa3", waiting=(), evictable=0):
     running = NS(
         reqs=[req("a"), req("b")], return_logprob=False, return_hidden_states=False,
         spec_algorithm=NS(is_none=lambda: True),
         sampling_info=NS(penalizer_orchestrator=NS(is_required=False)),
     )
     s = NS(
-        duet_policy=FakePolicy(plan), waiting_queue=[], chunked_req=None,
+        duet_policy=FakePolicy(plan), waiting_queue=list(waiting), chunked_req=None,
         ps=NS(tp_size=tp_size, tp_rank=0), tp_cpu_group="cpu-group", tp_group=NS(first_rank=0),
         server_args=NS(attention_backend=backend, decode_attention_backend=None), page_size=1,
         token_to_kv_pool_allocator=NS(available_size=lambda: free),
+        tree_cache=NS(evictable_size=lambda: evictable), new_token_ratio_tracker=NS(current=0.5),
     )
     return s, running
 
@@ -60,6 +61,20 @@ def test_decide_returns_the_plan_and_its_lookahead():
     assert isinstance(got, Decision) and got.plan == spatial(4)
     assert got.lookahead == lookahead.Lookahead(4, "")
     assert not hasattr(s, "duet_plan")  # nothing left on the scheduler for a later method
+
+
+@pytest.mark.parametrize("free, evictable, held", [(1000, 0, True), (1000, 999, False),
+                                                   (10_000, 0, False)])
+def test_the_policy_hears_whether_the_kv_pool_holds_a_prompt_back(free, evictable, held):
+    """A waiting prompt of 999 tokens against the free and evictable slots less the running
+    requests' reservation: 2 x 99 remaining outputs x new-token ratio 0.5 = 99 slots."""
+    w = NS(rid="w", origin_input_ids=[1] * 999, output_ids=[], prefix_indices=None,
+           sampling_params=NS(max_new_tokens=8), grammar=None, finished=lambda: False)
+    s, running = fake_sched(BatchPlan.aggregated(("a", "b"), CHUNK, 132), free=free,
+                            waiting=[w], evictable=evictable)
+    DuetScheduler._decide(s, running)
+    assert s.duet_policy.kv_held is held
+    assert s.duet_policy.backlog is False  # 1000 tokens fit one iteration's budget
 
 
 def test_decide_with_flashinfer_forces_one_step():

@@ -209,6 +209,27 @@ class TestRead:
             assert name in body, name
         assert callable(Req.finished)
 
+    def test_the_kv_room_the_prefill_adder_counts(self, sched_mod):
+        """`bridge.free_kv_tokens` counts as `PrefillAdder.rem_total_tokens` does: free plus
+        evictable slots less each running request's clipped output times the new-token ratio."""
+        from sglang.srt.managers.schedule_policy import PrefillAdder
+
+        from sglang_duet.runtime import patches
+
+        assert patches.clip_max_new_tokens() > 0
+        offset = src(PrefillAdder._get_running_request_total_token_offset)
+        assert "CLIP_MAX_NEW_TOKENS" in offset and "self.new_token_ratio" in offset
+        assert "len(req.output_ids)" in offset
+        rem = src(PrefillAdder.rem_total_tokens.fget)
+        assert "self.token_to_kv_pool_allocator.available_size()" in rem
+        assert "self.tree_cache.evictable_size()" in rem
+        from sglang.srt.managers.scheduler_components.new_token_ratio_tracker import (
+            NewTokenRatioTracker,
+        )
+
+        assert "self.new_token_ratio_tracker.current," in src(sched_mod.Scheduler)
+        assert "self.current" in src(NewTokenRatioTracker)
+
     def test_server_args_fields(self):
         from sglang.srt.server_args import ServerArgs
 

@@ -32,9 +32,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..latency import Batch
+from .backlog import BACKLOG_AUTO, BACKLOG_DECODE_SHARE, check_share, next_share
 from .batching import chunk_waiting
 from .correction import Correction
-from .gap_optimizer import BACKLOG_DECODE_SHARE, search_gap
+from .gap_optimizer import search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
 from .paper_scheme import ms, paper_search
 from .plan import BatchPlan
@@ -74,7 +75,8 @@ class DuetPolicy:
         ``objective``: what the gap scheme's split search maximises, ``"prefill"`` tokens per
         second (decode tokens come at the SLO's pace in every feasible plan) or the paper's
         ``"tokens"`` per second (decode and prefill alike). ``backlog_share``: while prompts are
-        backlogged, every option's decode step aims at this share of tau (1: tau itself)."""
+        backlogged, every option's decode step aims at this share of tau (1: tau itself), or
+        ``BACKLOG_AUTO``: a share that follows the KV pool (`backlog.py`)."""
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {objective!r}")
         if mode not in POLICY_MODES:
@@ -83,8 +85,7 @@ class DuetPolicy:
             raise ValueError(f"scheme must be one of {SPATIAL_SCHEMES}, got {scheme!r}")
         if tbt_slo_s <= 0:
             raise ValueError(f"tbt_slo_s must be > 0, got {tbt_slo_s}")
-        if not 0.0 < backlog_share <= 1.0:
-            raise ValueError(f"backlog_share must be in (0, 1], got {backlog_share}")
+        check_share(backlog_share)
         if token_budget < 1:
             raise ValueError(f"token_budget must be >= 1, got {token_budget}")
         if latency is None:
@@ -104,6 +105,8 @@ class DuetPolicy:
         self.backlog_share = float(backlog_share)
         self._carry_s = 0.0  # predicted wait the running decodes start the next iteration with
         self._backlog = False
+        self._auto_share = 1.0  # the automatic share's state (BACKLOG_AUTO)
+        self._share = 1.0  # the share this plan aims at while backlogged
         self.tbt_slo_s = float(tbt_slo_s)
         self.token_budget = int(token_budget)
         self.max_lookahead = int(max_lookahead)
@@ -146,15 +149,21 @@ class DuetPolicy:
 
     # --- planning --------------------------------------------------------------------------
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
-             backlog: bool = False) -> BatchPlan:
+             backlog: bool = False, kv_held: bool = False) -> BatchPlan:
         """The plan of the next iteration for the running ``decodes`` and the FIFO ``waiting``
-        queue (see the module docstring). Deterministic for the same inputs and factors.
-        ``backlog``: the driver holds prompt work back beyond this iteration (token budget or KV
-        pool full); the gap scheme then aims every option's decode step at ``backlog_share *
-        tau``: the mixed batch and the SLO-sized one must fit it, and the split search relaxes
-        it towards tau only step by step (`gap_optimizer.search_gap`), so running requests
-        finish and free their KV sooner."""
+        queue (see the module docstring). Deterministic for the same inputs, factors and
+        automatic share. ``backlog``: the driver holds prompt work back beyond this iteration
+        (token budget or KV pool full); the gap scheme then aims every option's decode step at
+        the backlog share of tau (fixed, or automatic: `backlog.py`): the mixed batch and the
+        SLO-sized one must fit it, and the split search relaxes it towards tau only step by
+        step (`gap_optimizer.search_gap`), so running requests finish and free their KV sooner.
+        ``kv_held``: the KV pool holds a waiting prompt back (the driver's admission stopped for
+        pages); it moves the automatic share."""
         self._backlog = backlog
+        share = self.backlog_share
+        if share == BACKLOG_AUTO:
+            share = self._auto_share = next_share(self._auto_share, kv_held)
+        self._share = share
         n_d = len(decodes)
         chunks, completes = chunk_waiting(waiting, self.token_budget - n_d)
         rids = tuple([r.rid for r in decodes])
@@ -180,7 +189,7 @@ class DuetPolicy:
         if self.scheme == "gap":  # the mixed batch's step comes on top of the carried wait
             tau = tau / self.correction.margin("aggregated", "total") - self._carry_s
         if self._backlog and self.scheme == "gap":  # every option aims at the backlog target
-            tau *= self.backlog_share
+            tau *= self._share
         # The prefill rows alone bound the mixed batch from below: skip building it when they
         # already miss tau (the usual case once spatial plans are needed).
         t_agg: float | None = None
@@ -226,7 +235,7 @@ class DuetPolicy:
         ch, gap = search_gap(self.latency, self.menu, self._prefill_sizes, dec, pre, chunks,
                              completes, (f_d, f_p), tau, carry, big_k,
                              lambda: _steps_to_finish(decodes, big_k),
-                             tau * self.backlog_share if self._backlog else tau,
+                             tau * self._share if self._backlog else tau,
                              self.decode_host, t_alone, OBJECTIVES[self.objective])
         if ch.feasible:
             why = f"gap <= tau={ms(tau)}, k={ch.lookahead}" + (", prefill shrunk" * ch.shrunk)

@@ -45,17 +45,8 @@ from .state import PrefillChunk
 if TYPE_CHECKING:
     from ..latency import LatencyModel
 
-__all__ = ["BACKLOG_DECODE_SHARE", "RELAX_STEPS", "best_gap_split", "boundary_gap", "search_gap",
-           "shrink_to_fit"]
+__all__ = ["RELAX_STEPS", "best_gap_split", "boundary_gap", "search_gap", "shrink_to_fit"]
 
-# Default decode step target while prompt work is backlogged, as a share of tau (the policy's
-# ``backlog_share``, ``--duet-backlog-share``): faster decodes finish sooner and free KV for the
-# queue, which pays where the KV pool limits load and costs prefill where it does not. Steady-
-# state capacity in the simulator (2x H100, the runtime's menu; Qwen3-8B / Qwen3-14B TP=2), at
-# 0.5 against 1: azure-conv 36.5 / 20.6 vs 36.0 / 20.6, mooncake 1.70 / 1.16 vs 1.66 / 1.24,
-# azure-code 33.4 / 16.4 vs 34.2 / 16.8. So 1 (no tighter target) by default, and the capacity
-# sweep tunes it per trace (azure-conv: 0.3 with 64 look-ahead steps, 38.8).
-BACKLOG_DECODE_SHARE = 1.0
 # Targets tried between the backlog target and tau (the target, then 1/3 and 2/3 of the way),
 # so a split that misses the target keeps the tightest step it can rather than tau's. Measured
 # (azure-conv, Qwen3-8B, share 0.3, K 64): capacity 36.9 with one step (straight to tau), 38.8

@@ -7,6 +7,8 @@ from typing import Any, NamedTuple
 
 from sglang_duet.policy import ReqState
 
+from . import patches
+
 
 def decode_state(req: Any) -> ReqState:
     """A running SGLang Req as the policy sees it: the whole prompt is in the KV cache."""
@@ -38,12 +40,40 @@ def waiting_state(req: Any) -> ReqState:
 def backlog(waiting: Sequence[ReqState], budget: int) -> bool:
     """Whether the waiting prompts hold more work than one iteration's prefill ``budget`` takes
     (the policy's ``backlog``: the simulator's "still queued after admission")."""
-    left = budget
+    return _beyond(waiting, budget)
+
+
+def kv_held(waiting: Sequence[ReqState], free_tokens: int) -> bool:
+    """Whether the KV pool holds waiting prompt work back: their prompt tokens still to compute
+    exceed the ``free_tokens`` it could give them (`free_kv_tokens`). The policy's ``kv_held``
+    (the automatic backlog share, `policy/backlog.py`); the simulator's is its admission stopping
+    at a request whose pages did not fit."""
+    return _beyond(waiting, free_tokens)
+
+
+def _beyond(waiting: Sequence[ReqState], tokens: int) -> bool:
+    left = tokens
     for r in waiting:
         left -= r.remaining_prompt
         if left < 0:
             return True
     return False
+
+
+def free_kv_tokens(sched: Any, running: Sequence[Any]) -> int:
+    """KV slots a waiting prompt could take now, as SGLang's prefill adder counts them
+    (`PrefillAdder.rem_total_tokens`): the allocator's free slots plus the prefix cache's
+    evictable ones, less the reservation for the running requests' remaining output
+    (``min(max_new_tokens - outputs, CLIP_MAX_NEW_TOKENS)`` each, times the scheduler's
+    current new-token ratio)."""
+    free = int(sched.token_to_kv_pool_allocator.available_size())
+    evictable = sched.tree_cache.evictable_size()
+    if isinstance(evictable, tuple):  # hybrid caches report (full, other)
+        evictable = evictable[0]
+    ratio, clip = float(sched.new_token_ratio_tracker.current), patches.clip_max_new_tokens()
+    reserve = sum(min(r.sampling_params.max_new_tokens - len(r.output_ids), clip)
+                  for r in running)
+    return free + int(evictable) - int(reserve * ratio)
 
 
 class PolicyInputs(NamedTuple):

@@ -196,6 +196,14 @@ def has_prefill_tp_group() -> bool:
     return getattr(ps, "_PDMUX_PREFILL_TP_GROUP", None) is not None
 
 
+def clip_max_new_tokens() -> int:
+    """The cap SGLang's prefill adder puts on a running request's output reservation (tokens,
+    ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``, read once at SGLang's import)."""
+    from sglang.srt.managers.schedule_policy import CLIP_MAX_NEW_TOKENS
+
+    return int(CLIP_MAX_NEW_TOKENS)
+
+
 @contextlib.contextmanager
 def prefill_tp_group(enabled: bool) -> Iterator[None]:
     """While active, SGLang's get_tp_group() returns the prefill phase's communicator."""

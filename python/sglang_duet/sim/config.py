@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, fields
 
-from sglang_duet.policy.gap_optimizer import BACKLOG_DECODE_SHARE
+from sglang_duet.policy.backlog import BACKLOG_DECODE_SHARE
 
 __all__ = ["SimConfig"]
 
@@ -44,8 +44,8 @@ class SimConfig:
     duet_objective: str = _f("prefill", "duet: the split search's objective, prefill or tokens "
                              "(per second)")
     duet_backlog_share: float = _f(BACKLOG_DECODE_SHARE, "duet: while prompts queue, the decode "
-                                   "step every option aims at, as a share of tau "
-                                   "(--duet-backlog-share)")
+                                   "step every option aims at, as a share of tau, or 0: "
+                                   "automatic, following the KV pool (--duet-backlog-share)")
     partition_backend: str = _f("green-ctx", "duet's SM partitions: the menu the runtime builds "
                                 "for this backend (green-ctx or libsmctrl; partition.plan)")
     decode_graph_sizes: int = _f(6, "duet: partition sizes with captured decode graphs "

@@ -15,8 +15,9 @@ Request lifecycle on a replica:
    requests are preempted (retract + recompute) until they do.
 
 Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan (backlog:
-requests still queued after admission) and times it with the Executor. A *decode stretch* (no
-prompt work admitted) asks the planner once, checks the answer is a plain decode step, and runs
+requests still queued after admission; KV held: admission stopped at a request whose pages did
+not fit) and times it with the Executor. A *decode stretch* (no prompt work admitted) asks the
+planner once, checks the answer is a plain decode step, and runs
 up to the first of: a request finishing, the KV pages running out, the first step starting at or
 after ``horizon`` (the next event that could bring work). Each stretch step counts as one
 iteration of the planner's mode.
@@ -84,7 +85,7 @@ class Replica:
         self.iter_start = array("d")
         self.iter_kind = array("b")
         self.step_iter = array("i")
-        self.busy = False
+        self.busy = self.kv_held = False  # kv_held: admission stopped at a page shortfall
         self.start_scheduled = False
         self._pending: tuple | None = None
         self.ratio = flavor.reserve_init
@@ -176,6 +177,7 @@ class Replica:
             need = pages + (-(-int(ratio * r.remaining_out) // page) if ratio > 0.0 else 0)
             if need > free and not (pages <= self.kv.free and not self.running
                                     and not self.prefilling):
+                self.kv_held = True
                 break
             self.queue.popleft()
             if self.prefix is not None and r.hashes:
@@ -209,6 +211,7 @@ class Replica:
             self.running.extend(self.joiners)
             self.joiners.clear()
         self._make_room()
+        self.kv_held = False
         if self.queue:
             self._admit()
         if not self.running and not self.prefilling:
@@ -222,7 +225,8 @@ class Replica:
     def _start_planned(self, now: float) -> float | None:
         while True:
             plan = self.planner.plan([r.to_state() for r in self.running],
-                                     [r.to_state() for r in self.prefilling], bool(self.queue))
+                                     [r.to_state() for r in self.prefilling], bool(self.queue),
+                                     self.kv_held)
             self.plans += 1
             if plan.mode == "idle":
                 return None
@@ -279,7 +283,7 @@ class Replica:
 
     def _start_stretch(self, now: float, horizon: float) -> float | None:
         running = self.running
-        plan = self.planner.plan([r.to_state() for r in running], [])
+        plan = self.planner.plan([r.to_state() for r in running], [], False, self.kv_held)
         self.plans += 1
         if plan.mode == "idle" or plan.prefill or plan.lookahead != 1:
             return None

@@ -35,7 +35,7 @@ class ChunkedPolicy(_NoFeedback):
         self.token_budget = token_budget
 
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
-             backlog: bool = False) -> BatchPlan:
+             backlog: bool = False, kv_held: bool = False) -> BatchPlan:
         rids, chunks = form_chunked_batch(decodes, waiting, self.token_budget)
         if not rids and not chunks:
             return BatchPlan.idle()
@@ -51,7 +51,7 @@ class PrefillFirstPolicy(_NoFeedback):
         self.token_budget = token_budget
 
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
-             backlog: bool = False) -> BatchPlan:
+             backlog: bool = False, kv_held: bool = False) -> BatchPlan:
         s = self.total_sms
         if _has_prompt(waiting):
             chunks = form_prefill_chunks(waiting, self.token_budget)
