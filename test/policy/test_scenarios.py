@@ -229,5 +229,5 @@ def test_next_share_steps():
     from sglang_duet.policy.backlog import AUTO_FLOOR, check_share, next_share
 
     assert next_share(1.0, False) == 1.0 and next_share(AUTO_FLOOR, True) == AUTO_FLOOR
-    assert next_share(0.5, True) < 0.5 < next_share(0.5, False)
+    assert next_share(0.7, True) < 0.7 < next_share(0.7, False)
     assert check_share(0.0) == 0.0 and check_share(1.0) == 1.0
