@@ -44,14 +44,30 @@ def test_heavy_decode_load_outweighs_a_few_queued_tokens(ctx):
 
 
 def test_wait_grows_with_queued_tokens(ctx):
+    """Replica 1 has over a second more prompt work queued: the request goes to 0 out of turn;
+    with the waits within the slack, replicas take turns."""
+    from sglang_duet.router.duet import RR_SLACK_S
+
     r = make_router("duet", 2, ctx)
-    r.observe([_load(0, queued_tokens=10_000), _load(1, queued_tokens=20_000)], now=0.0)
-    first = r.pick(8000)
-    assert first.replica == 0
-    second = r.pick(8000)  # 0 now has 18k queued, 1 has 20k
-    assert second.replica == 0
-    assert r.pick(8000).replica == 1
+    r.observe([_load(0, queued_tokens=10_000), _load(1, queued_tokens=60_000)], now=0.0)
+    first, second = r.pick(2000), r.pick(2000)
+    assert first.replica == second.replica == 0 and "out of turn" in second.reason
     assert second.load_s > first.load_s
+    near = make_router("duet", 2, ctx)
+    near.observe([_load(0, queued_tokens=30_000), _load(1, queued_tokens=40_000)], now=0.0)
+    picks = [near.pick(500) for _ in range(4)]
+    assert [d.replica for d in picks] == [0, 1, 0, 1]
+    assert picks[1].load_s - picks[0].load_s < RR_SLACK_S
+
+
+def test_equal_replicas_take_turns(ctx):
+    """Within the slack the router goes round: arrivals spread evenly, not bunched on the
+    soonest first token."""
+    r = make_router("duet", 3, ctx)
+    r.observe([_load(0, queued_tokens=1000), _load(1), _load(2, queued_tokens=2000)], now=0.0)
+    picks = [r.pick(500) for _ in range(6)]
+    assert [d.replica for d in picks] == [0, 1, 2, 0, 1, 2]
+    assert all("in turn" in d.reason for d in picks)
 
 
 def test_tie_goes_to_fewer_queued_tokens_then_index(ctx):
