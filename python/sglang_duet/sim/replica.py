@@ -17,10 +17,9 @@ Request lifecycle on a replica:
 Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan (backlog:
 requests still queued after admission; KV held: admission stopped at a request whose pages did
 not fit) and times it with the Executor. A *decode stretch* (no prompt work admitted) asks the
-planner once, checks the answer is a plain decode step, and runs
-up to the first of: a request finishing, the KV pages running out, the first step starting at or
-after ``horizon`` (the next event that could bring work). Each stretch step counts as one
-iteration of the planner's mode.
+planner once, checks the answer is a plain decode step, and runs up to the first of: a request
+finishing, the KV pages running out, the first step starting at or after ``horizon`` (the next
+event that could bring work). Each stretch step counts as one iteration of the planner's mode.
 """
 
 from __future__ import annotations
@@ -82,9 +81,7 @@ class Replica:
         self.steps = array("d")  # end time of every decode step, in order
         # gap attribution (sim/attribution.py): every iteration's start time and kind, and the
         # iteration each decode step belongs to
-        self.iter_start = array("d")
-        self.iter_kind = array("b")
-        self.step_iter = array("i")
+        self.iter_start, self.iter_kind, self.step_iter = array("d"), array("b"), array("i")
         self.busy = self.kv_held = False  # kv_held: admission stopped at a page shortfall
         self.start_scheduled = False
         self._pending: tuple | None = None
