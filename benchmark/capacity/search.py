@@ -93,13 +93,22 @@ def sarathi_passes(p: Point, target: float = 0.9) -> bool:
     return bool(p.metrics["steady"]["sarathi_ok"])
 
 
+# Sub-packages the simulator never imports (test/benchmark/capacity holds this).
+SIM_FREE = ("runtime", "server")
+
+
 @functools.lru_cache(maxsize=1)
 def source_hash() -> str:
-    """Hash of the simulator's inputs: the package's sources, calibrations and traces."""
+    """Hash of the simulator's inputs: the package's sources, calibrations and traces.
+
+    ``runtime/`` and ``server/`` are left out: they import torch or SGLang, which the simulator
+    never does (its import closure holds neither), so editing them cannot move a simulated point.
+    """
     root = Path(__file__).resolve().parents[2]
+    pkg = root / "python" / "sglang_duet"
     h = hashlib.sha256()
-    files = sorted((root / "python" / "sglang_duet").rglob("*.py"))
-    files += sorted((root / "python" / "sglang_duet").rglob("*.json"))
+    files = sorted(f for f in [*pkg.rglob("*.py"), *pkg.rglob("*.json")]
+                   if f.relative_to(pkg).parts[0] not in SIM_FREE)
     files += sorted((root / "benchmark" / "traces").glob("*.*"))
     for f in files:
         h.update(str(f.relative_to(root)).encode())

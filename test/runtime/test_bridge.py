@@ -49,32 +49,46 @@ def test_backlog_is_prompt_work_beyond_one_iteration():
     assert not backlog(w, 110) and backlog(w, 109) and not backlog([], 0)
 
 
-def test_kv_held_is_prompt_work_beyond_the_free_kv():
+def test_kv_held_charges_each_waiting_request_as_sglangs_prefill_adder():
+    """Prompt left + clipped output reservation + one page, held once that reaches what is left;
+    only the requests one iteration's budget reaches; the chunked request passes."""
     from sglang_duet.policy import ReqState
     from sglang_duet.runtime.bridge import kv_held
 
     w = [ReqState("a", 100, 40, 0), ReqState("b", 50, 0, 0)]  # 60 + 50 prompt tokens left
-    assert not kv_held(w, 110) and kv_held(w, 109) and not kv_held([], 0)
+    big = 10**6
+    assert not kv_held(w, 113, big, 1, 4096)  # 61, then 51 < 52 left
+    assert kv_held(w, 112, big, 1, 4096)  # 51 >= 51 left
+    assert kv_held(w, 61, big, 1, 4096) and not kv_held([], 0, big, 1, 4096)
+    assert not kv_held(w, 70, 60, 1, 4096)  # the budget ends at "a": "b" is not tried
+    assert not kv_held(w, 52, big, 1, 4096, chunked=True)  # "a" holds its pages already
+    assert kv_held(w, 51, big, 1, 4096, chunked=True)
+    c = [ReqState("c", 10, 0, 0, max_new_tokens=1000)]  # 10 + min(1000, 100) + 16
+    assert kv_held(c, 126, big, 16, 100) and not kv_held(c, 127, big, 16, 100)
 
 
 def test_free_kv_tokens_counts_as_sglangs_prefill_adder():
-    """Free plus evictable slots (a hybrid cache's full part) less each running request's
-    remaining output, clipped, times the new-token ratio."""
+    """Free plus evictable slots (a hybrid pool's full part) less each running request's
+    remaining output, clipped, times the new-token ratio, rounded up, and one mixed-decode
+    token per running request."""
     from types import SimpleNamespace as NS
 
     from sglang_duet.runtime import patches
     from sglang_duet.runtime.bridge import free_kv_tokens
 
-    def sched(evictable):
-        return NS(token_to_kv_pool_allocator=NS(available_size=lambda: 1000),
-                  tree_cache=NS(evictable_size=lambda: evictable),
+    def sched(evictable, alloc=None, cache=None):
+        return NS(token_to_kv_pool_allocator=alloc or NS(available_size=lambda: 1000),
+                  tree_cache=cache or NS(evictable_size=lambda: evictable),
                   new_token_ratio_tracker=NS(current=0.5))
 
     def running(max_new, out):
         return NS(sampling_params=NS(max_new_tokens=max_new), output_ids=[0] * out)
 
     assert free_kv_tokens(sched(28), []) == 1028
-    assert free_kv_tokens(sched((28, 5)), []) == 1028
-    assert free_kv_tokens(sched(0), [running(101, 1), running(41, 1)]) == 1000 - 70
+    hybrid = sched(0, NS(available_size=lambda: 1000, full_available_size=lambda: 700),
+                   NS(evictable_size=lambda: 28, full_evictable_size=lambda: 5))
+    assert free_kv_tokens(hybrid, []) == 705
+    assert free_kv_tokens(sched(0), [running(101, 1), running(41, 1)]) == 1000 - 70 - 2
+    assert free_kv_tokens(sched(0), [running(4, 1)]) == 1000 - 2 - 1  # ceil(3 x 0.5)
     clip = patches.clip_max_new_tokens()
-    assert free_kv_tokens(sched(0), [running(10 * clip, 0)]) == 1000 - int(clip * 0.5)
+    assert free_kv_tokens(sched(0), [running(10 * clip, 0)]) == 1000 - -(-clip // 2) - 1

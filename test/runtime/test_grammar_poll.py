@@ -52,7 +52,7 @@ def scheduler(grammars):
     s = NS(grammar_manager=grammars, waiting_queue=[], chunked_req=None, duet_policy=Policy(),
            policy=NS(calc_priority=lambda *a: None), ps=NS(tp_size=1, tp_rank=0),
            running_batch=NS(reqs=[]), last_batch=None, duet_args=DuetArgs(),
-           is_mixed_chunk=False, chunked_prefill_size=64, max_prefill_tokens=64,
+           is_mixed_chunk=False, chunked_prefill_size=64, max_prefill_tokens=64, page_size=1,
            token_to_kv_pool_allocator=NS(available_size=lambda: 4096),
            tree_cache=NS(evictable_size=lambda: 0), new_token_ratio_tracker=NS(current=0.7))
     s._duet_knobs = (False, 64, 64)

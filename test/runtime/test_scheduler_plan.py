@@ -64,10 +64,12 @@ def test_decide_returns_the_plan_and_its_lookahead():
 
 
 @pytest.mark.parametrize("free, evictable, held", [(1000, 0, True), (1000, 999, False),
-                                                   (10_000, 0, False)])
+                                                   (10_000, 0, False), (1109, 0, True),
+                                                   (1110, 0, False)])
 def test_the_policy_hears_whether_the_kv_pool_holds_a_prompt_back(free, evictable, held):
-    """A waiting prompt of 999 tokens against the free and evictable slots less the running
-    requests' reservation: 2 x 99 remaining outputs x new-token ratio 0.5 = 99 slots."""
+    """A waiting prompt of 999 tokens, 8 outputs and one page (1,008 slots) against the free and
+    evictable slots less the running requests' reservation (2 x 99 remaining outputs x new-token
+    ratio 0.5 = 99 slots) and their 2 mixed-decode tokens: held from 1,109 free slots down."""
     w = NS(rid="w", origin_input_ids=[1] * 999, output_ids=[], prefix_indices=None,
            sampling_params=NS(max_new_tokens=8), grammar=None, finished=lambda: False)
     s, running = fake_sched(BatchPlan.aggregated(("a", "b"), CHUNK, 132), free=free,

@@ -223,6 +223,14 @@ class TestRead:
         rem = src(PrefillAdder.rem_total_tokens.fget)
         assert "self.token_to_kv_pool_allocator.available_size()" in rem
         assert "self.tree_cache.evictable_size()" in rem
+        assert "self.token_to_kv_pool_allocator.full_available_size()" in rem  # hybrid SWA
+        assert "self.tree_cache.full_evictable_size()" in rem
+        assert "self.rem_total_token_offset = num_mixed_decode_tokens" in src(PrefillAdder)
+        # `bridge.kv_held`: each waiting request's charge and the comparison that holds it
+        add = src(PrefillAdder.add_one_req)
+        assert "total_tokens = cand_extend_input_len + max_new + self.page_size" in add
+        assert "if total_tokens >= self.rem_total_tokens:" in add
+        assert "len(req.output_ids)" in add and "CLIP_MAX_NEW_TOKENS" in add
         from sglang.srt.managers.scheduler_components.new_token_ratio_tracker import (
             NewTokenRatioTracker,
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -43,12 +44,30 @@ def backlog(waiting: Sequence[ReqState], budget: int) -> bool:
     return _beyond(waiting, budget)
 
 
-def kv_held(waiting: Sequence[ReqState], free_tokens: int) -> bool:
-    """Whether the KV pool holds waiting prompt work back: their prompt tokens still to compute
-    exceed the ``free_tokens`` it could give them (`free_kv_tokens`). The policy's ``kv_held``
-    (the automatic backlog share, `policy/backlog.py`); the simulator's is its admission stopping
-    at a request whose pages did not fit."""
-    return _beyond(waiting, free_tokens)
+def kv_held(waiting: Sequence[ReqState], free_tokens: int, budget: int, page_size: int,
+            clip: int, chunked: bool = False) -> bool:
+    """Whether the KV pool holds a waiting prompt back this iteration, as SGLang's prefill adder
+    would find it (`PrefillAdder.add_one_req` returning NO_TOKEN): walking the queue while the
+    iteration's prefill ``budget`` (tokens) lasts, each request charges its prompt tokens still
+    to compute, its output reservation ``min(max_new_tokens - generated, clip)`` and one page
+    (``page_size`` tokens), and is held back when that charge reaches what is ``free_tokens``
+    left (`free_kv_tokens`). A request being chunked (``chunked``: the first of ``waiting``)
+    already holds its pages and passes no such check. The policy's ``kv_held`` (the automatic
+    backlog share, `policy/backlog.py`); the simulator's is its admission stopping at a request
+    whose pages did not fit."""
+    left, room = free_tokens, budget
+    for i, r in enumerate(waiting):
+        if room <= 0:
+            return False
+        room -= r.remaining_prompt
+        if chunked and i == 0:
+            continue
+        out = min(max((r.max_new_tokens or 0) - r.generated, 0), clip)
+        need = r.remaining_prompt + out + page_size
+        if need >= left:
+            return True
+        left -= need
+    return False
 
 
 def _beyond(waiting: Sequence[ReqState], tokens: int) -> bool:
@@ -63,17 +82,20 @@ def _beyond(waiting: Sequence[ReqState], tokens: int) -> bool:
 def free_kv_tokens(sched: Any, running: Sequence[Any]) -> int:
     """KV slots a waiting prompt could take now, as SGLang's prefill adder counts them
     (`PrefillAdder.rem_total_tokens`): the allocator's free slots plus the prefix cache's
-    evictable ones, less the reservation for the running requests' remaining output
-    (``min(max_new_tokens - outputs, CLIP_MAX_NEW_TOKENS)`` each, times the scheduler's
-    current new-token ratio)."""
-    free = int(sched.token_to_kv_pool_allocator.available_size())
-    evictable = sched.tree_cache.evictable_size()
-    if isinstance(evictable, tuple):  # hybrid caches report (full, other)
-        evictable = evictable[0]
+    evictable ones (the full-attention pool's, where the pool is hybrid), less the reservation
+    for the running requests' remaining output (``min(max_new_tokens - outputs,
+    CLIP_MAX_NEW_TOKENS)`` each, times the scheduler's current new-token ratio, rounded up) and
+    one token per running request, which a mixed iteration's decodes take (the adder's
+    ``num_mixed_decode_tokens``; charged always, as the plan is not known yet)."""
+    alloc, cache = sched.token_to_kv_pool_allocator, sched.tree_cache
+    if hasattr(alloc, "full_available_size"):  # a sliding-window (hybrid) pool: its full part
+        free, evictable = alloc.full_available_size(), cache.full_evictable_size()
+    else:
+        free, evictable = alloc.available_size(), cache.evictable_size()
     ratio, clip = float(sched.new_token_ratio_tracker.current), patches.clip_max_new_tokens()
     reserve = sum(min(r.sampling_params.max_new_tokens - len(r.output_ids), clip)
                   for r in running)
-    return free + int(evictable) - int(reserve * ratio)
+    return int(free) + int(evictable) - math.ceil(reserve * ratio) - len(running)
 
 
 class PolicyInputs(NamedTuple):

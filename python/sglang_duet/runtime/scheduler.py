@@ -124,7 +124,9 @@ class DuetScheduler(Scheduler):
         broadcast together, so that every rank runs the same plan and the same steps."""
         decodes, waiting = bridge.policy_inputs(running.reqs, self.waiting_queue, self.chunked_req)
         budget = self.duet_policy.token_budget - len(decodes)
-        held = bridge.kv_held(waiting, bridge.free_kv_tokens(self, running.reqs))
+        held = bridge.kv_held(waiting, bridge.free_kv_tokens(self, running.reqs), budget,
+                              self.page_size, patches.clip_max_new_tokens(),
+                              self.chunked_req is not None)
         plan = self.duet_policy.plan(decodes, waiting, bridge.backlog(waiting, budget), held)
         steps = lookahead.Lookahead(1)
         if plan.mode == "spatial":

@@ -162,3 +162,18 @@ def test_keep_others_carries_the_policies_not_rerun_with_their_commit(tmp_path, 
         keep_others(new, str(path))
     assert main(["--keep-others", "--out", str(tmp_path)]) == 2
     assert "--keep-others needs --policies" in capsys.readouterr().err
+
+
+def test_the_point_cache_hash_leaves_out_only_what_the_simulator_never_imports():
+    """Cached points are keyed by `source_hash`, which skips `SIM_FREE`: a simulated run must
+    import nothing from there, or an edit to it would not invalidate the cache."""
+    import subprocess
+    import sys
+
+    code = ("import sys, benchmark.capacity.search, benchmark.router.capacity, "
+            "sglang_duet.sim, sglang_duet.sim.engine, sglang_duet.router\n"
+            f"bad = [m for m in sys.modules if m.split('.')[1:2] and m.split('.')[1] in "
+            f"{search.SIM_FREE!r} and m.startswith('sglang_duet.')]\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert got.returncode == 0, got.stdout + got.stderr
