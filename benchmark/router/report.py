@@ -14,14 +14,23 @@ SGLANG_METHODS = ("round-robin", "total-requests", "total-tokens")
 
 
 def _cell(row: dict) -> str:
-    """A router's capacity; "(2x run)" where the run-length check set it."""
-    return f"{row['capacity_qps']:.3f}" + (" (2x run)" if row.get("capacity_from") else "")
+    """A router's capacity; where the run-length check set it, "(2x run; 1x: <the one-length
+    figure>)"."""
+    if row.get("capacity_from"):
+        return f"{row['capacity_qps']:.3f} (2x run; 1x: {row['short_run_qps']:.3f})"
+    return f"{row['capacity_qps']:.3f}"
+
+
+def _one_length(row: dict) -> float:
+    """The capacity found at the run length every router and alternative gets (the figure
+    before any 2x-run check), so that ratios compare runs of one length."""
+    return row.get("short_run_qps", row["capacity_qps"])
 
 
 def _capacity_rows(data: dict) -> list[str]:
     rows = []
     for trace, by_router in data["traces"].items():
-        caps = {r: v["capacity_qps"] for r, v in by_router.items()}
+        caps = {r: _one_length(v) for r, v in by_router.items()}
         sg = [caps[r] for r in SGLANG_METHODS if r in caps]
         best = max(sg) if sg else None
         ratio = f"{caps['duet'] / best:.3f}" if best and "duet" in caps else "-"
@@ -34,8 +43,9 @@ def _capacity_rows(data: dict) -> list[str]:
         best_alt = max(alt.values()) if alt else None
         duet = max(caps.values()) if caps else None
         vs = f"{duet / best_alt:.3f}" if best_alt and duet else "-"
+        commit = (data.get("stamp") or {}).get("commit", "-")
         rows.append(f"| {data['setup']['name']} | {trace} | {cells} | {ratio} | {alt_cells} | "
-                    f"{vs} |")
+                    f"{vs} | {commit} |")
     return rows
 
 
@@ -49,17 +59,19 @@ def write_markdown(out_dir: str) -> str:
              "window's requests meet both their own P99 TBT <= 100 ms and TTFT <= 10 s "
              "(`benchmark.capacity.search`); replicas run the duet policy. `ratio` = duet "
              "router / best of SGLang's methods (round-robin, total-requests, total-tokens). The "
-             "duet router's capacity is also searched with twice the requests; \"(2x run)\" "
-             "marks a figure the longer run lowered by more than 5%. "
+             "duet router's capacity is also searched with twice the requests; \"(2x run; 1x: "
+             "...)\" marks a figure the longer run lowered by more than 5%, with the figure at "
+             "the common length. Only the duet router gets that check (the others' figures may "
+             "fall as far), so both ratios compare the common-length figures. "
              "Alternatives, each best-tuned (setting named): SGLang mixed chunked prefill "
              "behind round-robin, Dynamo xPyD; `vs best alternative` = the best duet router / "
              "the better of them. Produced by `python -m benchmark.router`; the JSON files next "
-             "to this one hold every probe run and the stamp (commit, machine, command). "
-             "Figures of an earlier, transient rule are in `before/`, each folder saying why "
-             "they were wrong.", "",
+             "to this one hold every probe run and the stamp (commit, machine, command); "
+             "`commit` is the stamp's. A `-` is a case not run. Earlier figures are in "
+             "`before/`, each folder saying why they were replaced.", "",
              "| setup | trace | " + " | ".join(_ORDER) + " | ratio | sglang-chunked | dynamo "
-             "| vs best alternative |",
-             "|---|---|" + "---|" * (len(_ORDER) + 4)]
+             "| vs best alternative | commit |",
+             "|---|---|" + "---|" * (len(_ORDER) + 5)]
     for path in sorted(glob.glob(os.path.join(out_dir, "capacity-*.json"))):
         with open(path) as f:
             data = json.load(f)

@@ -34,7 +34,8 @@ def test_router_and_baseline_capacities_and_the_table(monkeypatch, tmp_path):
     alt = rc.baseline_capacity(setup, "azure-code", "dynamo")
     assert 20 / 1.025 <= alt["capacity_qps"] <= 20
     assert {t["knob"] for t in alt["trials"]} == {"kv_xfer_gbps", "xPyD"}
-    payload = {"setup": setup.__dict__, "traces": {"azure-code": {"duet": duet,
+    payload = {"stamp": {"commit": "abc123"},
+               "setup": setup.__dict__, "traces": {"azure-code": {"duet": duet,
                                                                    "round-robin": rr}},
                "baselines": {"azure-code": {"dynamo": alt}}}
     (tmp_path / "capacity-x.json").write_text(json.dumps(payload))
@@ -42,7 +43,7 @@ def test_router_and_baseline_capacities_and_the_table(monkeypatch, tmp_path):
     row = next(line for line in text.splitlines() if line.startswith("| qwen3-8b-4xh100"))
     assert f"| {duet['capacity_qps'] / rr['capacity_qps']:.3f} |" in row  # vs round-robin
     assert f"{alt['capacity_qps']:.3f} ({alt['setting']})" in row
-    assert row.rstrip().endswith(f"{duet['capacity_qps'] / alt['capacity_qps']:.3f} |")
+    assert row.rstrip().endswith(f"{duet['capacity_qps'] / alt['capacity_qps']:.3f} | abc123 |")
 
 
 def test_a_longer_run_that_fails_lower_sets_the_router_figure(monkeypatch):
@@ -59,3 +60,15 @@ def test_a_longer_run_that_fails_lower_sets_the_router_figure(monkeypatch):
     assert not rl["ok"] and rl["sets_figure"] and 40 / 1.025 <= rl["capacity_qps"] <= 40
     assert duet["capacity_from"] == "2x run" and duet["capacity_qps"] == rl["capacity_qps"]
     assert 50 / 1.05 <= duet["short_run_qps"] <= 50
+
+
+def test_the_table_compares_routers_at_one_run_length(tmp_path):
+    """A duet figure the 2x run lowered is shown with its common-length figure, and the ratio
+    uses the latter: the other routers were searched at that length only."""
+    row = {"capacity_qps": 3.9, "capacity_from": "2x run", "short_run_qps": 4.6}
+    payload = {"stamp": {"commit": "c0ffee"}, "setup": {"name": "s"},
+               "traces": {"mooncake": {"duet": row, "total-tokens": {"capacity_qps": 4.0}}}}
+    (tmp_path / "capacity-s.json").write_text(json.dumps(payload))
+    text = open(write_markdown(str(tmp_path))).read()
+    line = next(x for x in text.splitlines() if x.startswith("| s | mooncake"))
+    assert "| 3.900 (2x run; 1x: 4.600) |" in line and "| 1.150 |" in line
