@@ -1,7 +1,7 @@
 """Router comparison in the simulator: capacity per router, and the dispatch decision's cost.
 
     python -m benchmark.router [--setups qwen3-8b-8xh100-tp1 ...] [--traces mooncake ...]
-        [--routers duet total-tokens ...] [--no-baselines] [--skip-cost]
+        [--routers duet total-tokens ...] [--no-baselines [--keep-baselines]] [--skip-cost]
 
 Writes ``benchmark/results/router/capacity-<setup>.json`` (one per setup: per trace and router,
 the steady-state capacity and every probe run; the best-tuned alternatives), ``dispatch_cost.json``
@@ -11,6 +11,7 @@ and the markdown summary ``README.md`` (rebuilt from every capacity JSON present
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -48,6 +49,18 @@ def run_setup(setup, traces, routers, seed: int, baselines: bool) -> dict:
     return out
 
 
+def _kept_baselines(path: str) -> dict | None:
+    """The alternatives of an earlier run of the setup and that run's commit, or None."""
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        old = json.load(f)
+    if not old.get("baselines"):
+        return None
+    return {"baselines": old["baselines"],
+            "baselines_from": old.get("baselines_from") or old["stamp"]["commit"]}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--setups", nargs="+", default=[s.name for s in SETUPS],
@@ -56,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--routers", nargs="+", default=list(ROUTERS), choices=list(ROUTERS))
     ap.add_argument("--no-baselines", action="store_true",
                     help="routers only (no best-tuned chunked prefill / Dynamo xPyD)")
+    ap.add_argument("--keep-baselines", action="store_true",
+                    help="with --no-baselines: carry each setup's alternatives from its existing "
+                         "JSON (stamped with that JSON's commit), for a change that touched only "
+                         "the duet policy or the routers")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-cost", action="store_true")
     ap.add_argument("--skip-capacity", action="store_true")
@@ -72,9 +89,13 @@ def main(argv: list[str] | None = None) -> int:
         CACHE.open(args.out)
         by_name = {s.name: s for s in SETUPS}
         for name in args.setups:
+            path = os.path.join(args.out, f"capacity-{name}.json")
+            kept = _kept_baselines(path) if args.keep_baselines and args.no_baselines else None
             payload = run_setup(by_name[name], args.traces, args.routers, args.seed,
                                 not args.no_baselines)
-            write_result(os.path.join(args.out, f"capacity-{name}.json"), payload, argv=argv)
+            if kept:
+                payload.update(kept)
+            write_result(path, payload, argv=argv)
     write_markdown(args.out)
     return 0
 
