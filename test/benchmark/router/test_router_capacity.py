@@ -72,3 +72,21 @@ def test_the_table_compares_routers_at_one_run_length(tmp_path):
     text = open(write_markdown(str(tmp_path))).read()
     line = next(x for x in text.splitlines() if x.startswith("| s | mooncake"))
     assert "| 3.900 (2x run; 1x: 4.600) |" in line and "| 1.150 |" in line
+
+
+def test_kept_alternatives_carry_their_runs_commit(tmp_path):
+    from benchmark.router.__main__ import _kept_baselines
+
+    path = tmp_path / "capacity-s.json"
+    assert _kept_baselines(str(path)) is None
+    base = {"mooncake": {"dynamo": {"capacity_qps": 2.0, "setting": "defaults"}}}
+    path.write_text(json.dumps({"stamp": {"commit": "old1"}, "baselines": base}))
+    kept = _kept_baselines(str(path))
+    assert kept == {"baselines": base, "baselines_from": "old1"}
+    payload = {"stamp": {"commit": "new2"}, "setup": {"name": "s"},
+               "traces": {"mooncake": {"duet": {"capacity_qps": 3.0}}}, **kept}
+    path.write_text(json.dumps(payload))
+    line = next(x for x in open(write_markdown(str(tmp_path))).read().splitlines()
+                if x.startswith("| s | mooncake"))
+    assert line.endswith("| 1.500 | new2 (alternatives: old1) |")
+    assert _kept_baselines(str(path))["baselines_from"] == "old1"  # carried again: still old1
