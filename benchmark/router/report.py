@@ -44,7 +44,7 @@ def _capacity_rows(data: dict) -> list[str]:
         duet = max(caps.values()) if caps else None
         vs = f"{duet / best_alt:.3f}" if best_alt and duet else "-"
         commit = (data.get("stamp") or {}).get("commit", "-")
-        if data.get("baselines_from"):
+        if data.get("baselines_from") and base:
             commit += f" (alternatives: {data['baselines_from']})"
         rows.append(f"| {data['setup']['name']} | {trace} | {cells} | {ratio} | {alt_cells} | "
                     f"{vs} | {commit} |")
