@@ -196,9 +196,11 @@ def has_prefill_tp_group() -> bool:
     return getattr(ps, "_PDMUX_PREFILL_TP_GROUP", None) is not None
 
 
+@functools.cache
 def clip_max_new_tokens() -> int:
     """The cap SGLang's prefill adder puts on a running request's output reservation (tokens,
-    ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``, read once at SGLang's import)."""
+    ``SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION``, read once at SGLang's import, so cached here: the
+    scheduler asks for it twice per iteration)."""
     from sglang.srt.managers.schedule_policy import CLIP_MAX_NEW_TOKENS
 
     return int(CLIP_MAX_NEW_TOKENS)
