@@ -91,10 +91,20 @@ def _overrides(items: list[str]) -> dict[str, object]:
                              f"{', '.join(kinds)}")
         kind = type(kinds[name].default) if kinds[name].default is not None else float
         try:
-            out[name] = kind(value)
+            out[name] = _parse_bool(value) if kind is bool else kind(value)
         except ValueError:
             raise ValueError(f"--set {item!r}: {value!r} is not a {kind.__name__}") from None
     return out
+
+
+def _parse_bool(value: str) -> bool:
+    """``true``/``false`` (or 1/0, yes/no, on/off): ``bool("false")`` would be True."""
+    v = value.strip().lower()
+    if v in ("true", "1", "yes", "on"):
+        return True
+    if v in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(value)
 
 
 def _without_out(argv: list[str]) -> list[str]:

@@ -197,37 +197,65 @@ def test_backlog_share_must_be_a_share():
     DuetPolicy("adaptive", 0.1, latency=lat, backlog_share=0.0)  # automatic
 
 
-def test_the_automatic_share_follows_the_kv_pool():
-    """By default the backlog share starts at 1 (a queue held by the token budget changes
-    nothing), falls while the KV pool holds prompts back and climbs back while it does not;
-    a fixed share ignores the pool."""
+def test_the_automatic_share_follows_the_kv_pools_occupancy():
+    """By default the backlog share is 1 while the KV pool is lightly held (a queue held by the
+    token budget changes nothing), falls linearly to the floor as occupancy rises, and is the
+    floor while the pool holds prompts back; a fixed share ignores the pool."""
     from sglang_duet.policy import backlog as B
 
     decodes, waiting = running(32, 1024), [ReqState("w", 2048, 0, 0)]
     calm = DuetPolicy.build("adaptive", 0.1).plan(decodes, waiting)
     pol = DuetPolicy.build("adaptive", 0.1)
     assert pol.backlog_share == B.BACKLOG_AUTO
-    assert pol.plan(decodes, waiting, backlog=True) == calm
-    shares = []
-    for _ in range(60):
-        busy = pol.plan(decodes, waiting, backlog=True, kv_held=True)
-        shares.append(pol._share)
-    assert shares[0] == pytest.approx(1 - B.AUTO_DOWN) and shares[-1] == B.AUTO_FLOOR
+    assert pol.plan(decodes, waiting, backlog=True, kv_use=B.KV_LOW) == calm
+    assert pol._share == 1.0
+    mid = (B.KV_LOW + B.KV_HIGH) / 2
+    pol.plan(decodes, waiting, backlog=True, kv_use=mid)
+    assert pol._share == pytest.approx((1 + B.AUTO_FLOOR) / 2)
+    busy = pol.plan(decodes, waiting, backlog=True, kv_held=True)
+    assert pol._share == B.AUTO_FLOOR
     assert busy != calm  # aiming at the floor's share of tau now
-    pol.plan(decodes, waiting, backlog=True)
-    assert pol._share == pytest.approx(B.AUTO_FLOOR + B.AUTO_UP)
-    for _ in range(int((1 - B.AUTO_FLOOR) / B.AUTO_UP) + 2):
-        pol.plan(decodes, waiting, backlog=True)
-    assert pol._share == 1.0 and pol.plan(decodes, waiting, backlog=True) == calm
+    assert pol.plan(decodes, waiting, backlog=True, kv_use=0.99) == busy
     fixed = DuetPolicy.build("adaptive", 0.1)
     fixed.backlog_share = 0.5
     fixed.plan(decodes, waiting, backlog=True, kv_held=True)
     assert fixed._share == 0.5
 
 
-def test_next_share_steps():
-    from sglang_duet.policy.backlog import AUTO_FLOOR, check_share, next_share
+def test_a_held_kv_pool_keeps_prefill_out_of_the_decodes_batch():
+    """Light load mixes the prompt into the decodes' batch; from KV_SPLIT_AT occupancy the
+    adaptive mode plans as the spatial one (with or without a backlog), and a fixed share
+    keeps the mixed batch."""
+    from sglang_duet.policy import backlog as B
 
-    assert next_share(1.0, False) == 1.0 and next_share(AUTO_FLOOR, True) == AUTO_FLOOR
-    assert next_share(0.7, True) < 0.7 < next_share(0.7, False)
+    decodes, waiting = running(4, 512), [ReqState("w0", 256, 0, 0)]
+    pol = DuetPolicy.build("adaptive", 0.1)
+    below = pol.plan(decodes, waiting, kv_use=B.KV_SPLIT_AT - 0.01)
+    assert below.mode == "aggregated"
+    split = pol.plan(decodes, waiting, kv_use=B.KV_SPLIT_AT)
+    assert split.mode == "spatial" and split.prefill == below.prefill
+    assert split.sms_decode + split.sms_prefill == pol.total_sms
+    forced = DuetPolicy.build("spatial", 0.1).plan(decodes, waiting)
+    assert (split.sms_decode, split.lookahead) == (forced.sms_decode, forced.lookahead)
+    assert pol.plan(decodes, [], kv_use=1.0).mode == "decode_only"  # nothing to split
+    fixed = DuetPolicy.build("adaptive", 0.1)
+    fixed.backlog_share = 1.0
+    assert fixed.plan(decodes, waiting, kv_use=1.0).mode == "aggregated"
+
+
+def test_auto_share_and_split_thresholds():
+    from sglang_duet.policy.backlog import (
+        AUTO_FLOOR,
+        KV_HIGH,
+        KV_LOW,
+        KV_SPLIT_AT,
+        auto_share,
+        check_share,
+        split_only,
+    )
+
+    assert auto_share(0.0) == auto_share(KV_LOW) == 1.0
+    assert auto_share(KV_HIGH) == auto_share(1.0) == AUTO_FLOOR
+    assert 1.0 > auto_share((KV_LOW + KV_HIGH) / 2) > AUTO_FLOOR
+    assert not split_only(KV_SPLIT_AT - 1e-9) and split_only(KV_SPLIT_AT)
     assert check_share(0.0) == 0.0 and check_share(1.0) == 1.0

@@ -92,3 +92,23 @@ def test_free_kv_tokens_counts_as_sglangs_prefill_adder():
     assert free_kv_tokens(sched(0), [running(4, 1)]) == 1000 - 2 - 1  # ceil(3 x 0.5)
     clip = patches.clip_max_new_tokens()
     assert free_kv_tokens(sched(0), [running(10 * clip, 0)]) == 1000 - -(-clip // 2) - 1
+
+
+def test_kv_use_is_the_share_of_slots_neither_free_nor_evictable():
+    from types import SimpleNamespace as NS
+
+    from sglang_duet.runtime.bridge import kv_use
+
+    def sched(free, evictable, total, full=None):
+        alloc = NS(available_size=lambda: free)
+        cache = NS(evictable_size=lambda: evictable)
+        if full is not None:  # a hybrid pool: its full-attention part counts
+            alloc.full_available_size, cache.full_evictable_size = (lambda: full[0]), (
+                lambda: full[1])
+        return NS(token_to_kv_pool_allocator=alloc, tree_cache=cache, max_total_num_tokens=total)
+
+    assert kv_use(sched(1000, 0, 1000)) == 0.0
+    assert kv_use(sched(600, 150, 1000)) == 0.25
+    assert kv_use(sched(0, 0, 1000)) == 1.0
+    assert kv_use(sched(1000, 0, 1000, full=(100, 100))) == 0.8
+    assert kv_use(sched(0, 0, 0)) == 1.0  # no pool at all counts as full

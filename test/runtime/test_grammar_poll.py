@@ -40,7 +40,7 @@ class Policy:
     def __init__(self):
         self.seen = []
 
-    def plan(self, decodes, waiting, backlog=False, kv_held=False):
+    def plan(self, decodes, waiting, backlog=False, kv_held=False, kv_use=0.0):
         self.seen.append([w.rid for w in waiting])
         if not waiting:
             return BatchPlan.idle()
@@ -53,7 +53,7 @@ def scheduler(grammars):
            policy=NS(calc_priority=lambda *a: None), ps=NS(tp_size=1, tp_rank=0),
            running_batch=NS(reqs=[]), last_batch=None, duet_args=DuetArgs(),
            is_mixed_chunk=False, chunked_prefill_size=64, max_prefill_tokens=64, page_size=1,
-           token_to_kv_pool_allocator=NS(available_size=lambda: 4096),
+           token_to_kv_pool_allocator=NS(available_size=lambda: 4096), max_total_num_tokens=4096,
            tree_cache=NS(evictable_size=lambda: 0), new_token_ratio_tracker=NS(current=0.7))
     s._duet_knobs = (False, 64, 64)
     s._add_request_to_queue = s.waiting_queue.append

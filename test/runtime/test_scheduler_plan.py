@@ -28,10 +28,10 @@ class FakePolicy:
 
     def __init__(self, plan):
         self.plan_ = plan
-        self.backlog = self.kv_held = None
+        self.backlog = self.kv_held = self.kv_use = None
 
-    def plan(self, decodes, waiting, backlog=False, kv_held=False):
-        self.backlog, self.kv_held = backlog, kv_held
+    def plan(self, decodes, waiting, backlog=False, kv_held=False, kv_use=0.0):
+        self.backlog, self.kv_held, self.kv_use = backlog, kv_held, kv_use
         return self.plan_
 
 
@@ -45,7 +45,7 @@ def fake_sched(plan, tp_size=1, free=10_000, backend="fa3", waiting=(), evictabl
         duet_policy=FakePolicy(plan), waiting_queue=list(waiting), chunked_req=None,
         ps=NS(tp_size=tp_size, tp_rank=0), tp_cpu_group="cpu-group", tp_group=NS(first_rank=0),
         server_args=NS(attention_backend=backend, decode_attention_backend=None), page_size=1,
-        token_to_kv_pool_allocator=NS(available_size=lambda: free),
+        token_to_kv_pool_allocator=NS(available_size=lambda: free), max_total_num_tokens=20_000,
         tree_cache=NS(evictable_size=lambda: evictable), new_token_ratio_tracker=NS(current=0.5),
     )
     return s, running
@@ -77,6 +77,7 @@ def test_the_policy_hears_whether_the_kv_pool_holds_a_prompt_back(free, evictabl
     DuetScheduler._decide(s, running)
     assert s.duet_policy.kv_held is held
     assert s.duet_policy.backlog is False  # 1000 tokens fit one iteration's budget
+    assert s.duet_policy.kv_use == 1 - (free + evictable) / 20_000  # of the 20,000-slot pool
 
 
 def test_decide_with_flashinfer_forces_one_step():

@@ -236,6 +236,7 @@ class TestRead:
         )
 
         assert "self.new_token_ratio_tracker.current," in src(sched_mod.Scheduler)
+        assert "self.max_total_num_tokens" in src(sched_mod.Scheduler)  # `bridge.kv_use`
         assert "self.current" in src(NewTokenRatioTracker)
 
     def test_server_args_fields(self):

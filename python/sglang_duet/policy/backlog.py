@@ -1,35 +1,39 @@
-"""The decode-step target while prompt work is backlogged, as a share of tau.
+"""What the KV pool's occupancy does to the plan while prompt work is backlogged.
 
-While prompts queue beyond one iteration, every option the gap scheme weighs aims its decode
-step at ``share * tau`` (`duet.DuetPolicy.plan`). A faster step finishes running requests sooner
-and frees their KV for the queue, which pays where the KV pool holds prompts back; where the
-token budget (prefill) holds them back it only takes SMs from prefill. So the share either is
-fixed (``--duet-backlog-share S``, 0 < S <= 1; 1: tau itself) or, by default
-(``BACKLOG_AUTO``), follows the KV pool: each plan made while the pool holds a waiting prompt
-back lowers it by ``AUTO_DOWN`` (down to ``AUTO_FLOOR``), each plan made while it does not raises
-it by ``AUTO_UP`` (up to 1). The steps are per plan (an iteration, 10-100 ms): a second of KV
-pressure takes the target to the floor, and it recovers over tens of seconds, about the time
-requests take to finish (AIMD, like a congestion window).
+Every running request holds its KV until it finishes, so the running set is about arrival rate
+x output length x decode step: a policy that runs every decode step near tau (to give prefill
+the most SMs) holds about twice the requests, and twice the KV, of one stepping at half of it.
+Where the pool binds, admission then stops and the queue grows, however fast prefill could go:
+on azure-conv with Qwen3-8B, duet's running set was 1.5x pdmux's (whose decode steps take about
+30 ms) and its pool was full at a load pdmux served with the pool at 58%. So the policy reads the
+pool's occupancy ``kv_use`` (the share of its slots held by requests, 0-1; 1 while the pool
+holds a waiting prompt back) and, by default (``BACKLOG_AUTO``):
 
-Measured in the simulator (`benchmark.capacity`'s rule, 2x H100, the runtime's menu, Qwen3-8B;
-4,000 requests per run, and 8,000 in brackets): azure-conv's default capacity is 39.3 (37.4)
-req/s at share 1 and 40.3 (39.8) with the automatic share, against the best fixed share's
-41.3 (39.8, share 0.5); azure-code (34.2), mooncake (1.60) and Qwen3-14B TP=2 azure-conv (20.6)
-as at share 1, where the pool rarely holds prompts back; mooncake with Qwen3-14B 1.19 against
-1.21, within the search's step. A floor of 0.3 with steps 0.02 / 0.002 reached 41.4 on
-azure-conv but fell to 38.8 over 8,000 requests (a fall past 5% that sets the reported figure).
+* while prompts queue beyond one iteration, every option the gap scheme weighs aims its decode
+  step at ``share * tau``, the share falling linearly from 1 at ``KV_LOW`` occupancy to
+  ``AUTO_FLOOR`` at ``KV_HIGH`` (`auto_share`);
+* from ``KV_SPLIT_AT`` occupancy, the adaptive mode no longer mixes prefill into the decodes'
+  batch: a mixed iteration makes every running decode wait out the prefill chunk, a split lets
+  them step on their own SMs (`split_only`).
+
+A fixed ``--duet-backlog-share S`` (0 < S <= 1) aims at S x tau while backlogged and ignores the
+pool. Measured in the simulator (`benchmark.capacity`'s rule, 2x H100, the runtime's menu) over
+four seeds each (`benchmark/results/capacity/seeds.md`): see the module's commit and that file.
+The occupancy rule replaced an AIMD share that moved only once the pool held prompts back (too
+late: the running set had already grown).
 """
 
 from __future__ import annotations
 
-__all__ = ["AUTO_DOWN", "AUTO_FLOOR", "AUTO_UP", "BACKLOG_AUTO", "BACKLOG_DECODE_SHARE",
-           "check_share", "next_share"]
+__all__ = ["AUTO_FLOOR", "BACKLOG_AUTO", "BACKLOG_DECODE_SHARE", "KV_HIGH", "KV_LOW",
+           "KV_SPLIT_AT", "auto_share", "check_share", "split_only"]
 
 BACKLOG_AUTO = 0.0  # the share follows the KV pool (the module docstring)
 BACKLOG_DECODE_SHARE = BACKLOG_AUTO  # the default of --duet-backlog-share
-AUTO_FLOOR = 0.5
-AUTO_DOWN = 0.05
-AUTO_UP = 0.001
+KV_LOW = 0.4  # occupancy up to which the automatic share is 1
+KV_HIGH = 0.7  # occupancy from which it is AUTO_FLOOR
+AUTO_FLOOR = 0.3
+KV_SPLIT_AT = 0.5  # occupancy from which the adaptive mode runs no mixed batch
 
 
 def check_share(share: float) -> float:
@@ -40,8 +44,15 @@ def check_share(share: float) -> float:
     return float(share)
 
 
-def next_share(share: float, kv_held: bool) -> float:
-    """The automatic share after one plan: lower while the KV pool holds a prompt back."""
-    if kv_held:
-        return max(AUTO_FLOOR, share - AUTO_DOWN)
-    return min(1.0, share + AUTO_UP)
+def auto_share(kv_use: float) -> float:
+    """The automatic share of tau at pool occupancy ``kv_use`` (0-1)."""
+    if kv_use <= KV_LOW:
+        return 1.0
+    if kv_use >= KV_HIGH:
+        return AUTO_FLOOR
+    return 1.0 - (kv_use - KV_LOW) / (KV_HIGH - KV_LOW) * (1.0 - AUTO_FLOOR)
+
+
+def split_only(kv_use: float) -> bool:
+    """Whether the adaptive mode keeps prefill out of the decodes' batch at this occupancy."""
+    return kv_use >= KV_SPLIT_AT

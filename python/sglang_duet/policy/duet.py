@@ -12,7 +12,9 @@
    the same chunks the mixed batch would have held (``token_budget`` minus the decodes, so every
    plan keeps at most ``token_budget`` tokens per forward pass). None feasible: ``decode_only``
    if the decodes alone on the whole GPU meet tau (prefill waits), else the candidate with the
-   smallest predicted TBT.
+   smallest predicted TBT. With the automatic backlog share, from ``backlog.KV_SPLIT_AT`` of
+   the KV pool held, it plans as the ``spatial`` mode: decodes stop waiting out prefill chunks,
+   so the running set, and the KV it holds, stays smaller (`backlog.py`).
 4. ``spatial`` mode (tests, experiments): a spatial plan whenever both phases have work -- the
    best feasible one, else the best objective over the whole menu even though it misses tau.
 
@@ -32,7 +34,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..latency import Batch
-from .backlog import BACKLOG_AUTO, BACKLOG_DECODE_SHARE, check_share, next_share
+from .backlog import BACKLOG_AUTO, BACKLOG_DECODE_SHARE, auto_share, check_share, split_only
 from .batching import chunk_waiting
 from .correction import Correction
 from .gap_optimizer import search_gap
@@ -76,7 +78,8 @@ class DuetPolicy:
         second (decode tokens come at the SLO's pace in every feasible plan) or the paper's
         ``"tokens"`` per second (decode and prefill alike). ``backlog_share``: while prompts are
         backlogged, every option's decode step aims at this share of tau (1: tau itself), or
-        ``BACKLOG_AUTO``: a share that follows the KV pool (`backlog.py`)."""
+        ``BACKLOG_AUTO``: a share, and from some occupancy splits only, that follow the KV
+        pool's occupancy (`backlog.py`)."""
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {objective!r}")
         if mode not in POLICY_MODES:
@@ -105,7 +108,6 @@ class DuetPolicy:
         self.backlog_share = float(backlog_share)
         self._carry_s = 0.0  # predicted wait the running decodes start the next iteration with
         self._backlog = False
-        self._auto_share = 1.0  # the automatic share's state (BACKLOG_AUTO)
         self._share = 1.0  # the share this plan aims at while backlogged
         self.tbt_slo_s = float(tbt_slo_s)
         self.token_budget = int(token_budget)
@@ -149,20 +151,23 @@ class DuetPolicy:
 
     # --- planning --------------------------------------------------------------------------
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
-             backlog: bool = False, kv_held: bool = False) -> BatchPlan:
+             backlog: bool = False, kv_held: bool = False, kv_use: float = 0.0) -> BatchPlan:
         """The plan of the next iteration for the running ``decodes`` and the FIFO ``waiting``
-        queue (see the module docstring). Deterministic for the same inputs, factors and
-        automatic share. ``backlog``: the driver holds prompt work back beyond this iteration
-        (token budget or KV pool full); the gap scheme then aims every option's decode step at
-        the backlog share of tau (fixed, or automatic: `backlog.py`): the mixed batch and the
-        SLO-sized one must fit it, and the split search relaxes it towards tau only step by
-        step (`gap_optimizer.search_gap`), so running requests finish and free their KV sooner.
-        ``kv_held``: the KV pool holds a waiting prompt back (the driver's admission stopped for
-        pages); it moves the automatic share."""
+        queue (see the module docstring). Deterministic for the same inputs and factors.
+        ``backlog``: the driver holds prompt work back beyond this iteration (token budget or KV
+        pool full); the gap scheme then aims every option's decode step at the backlog share of
+        tau (fixed, or automatic: `backlog.py`): the mixed batch and the SLO-sized one must fit
+        it, and the split search relaxes it towards tau only step by step
+        (`gap_optimizer.search_gap`), so running requests finish and free their KV sooner.
+        ``kv_use``: the share of the KV pool's slots that requests hold (0-1); ``kv_held``: the
+        pool holds a waiting prompt back (the driver's admission stopped for pages), which counts
+        as a full pool. The automatic share follows that occupancy, and from ``KV_SPLIT_AT``
+        the adaptive mode plans as the spatial one (`backlog.py`)."""
         self._backlog = backlog
-        share = self.backlog_share
+        share, split = self.backlog_share, False
         if share == BACKLOG_AUTO:
-            share = self._auto_share = next_share(self._auto_share, kv_held)
+            use = 1.0 if kv_held else kv_use
+            share, split = auto_share(use), split_only(use)
         self._share = share
         n_d = len(decodes)
         chunks, completes = chunk_waiting(waiting, self.token_budget - n_d)
@@ -182,7 +187,7 @@ class DuetPolicy:
         if self.mode == "aggregated":
             return self._aggregated(rids, chunks, (dec, pre), "aggregated mode")
         search = self._gap_search if self.scheme == "gap" else self._spatial_search
-        if self.mode == "spatial":
+        if self.mode == "spatial" or (split and self.mode == "adaptive"):
             return search(rids, chunks, dec, completes, pre, None, True, decodes)
         tau = self.tbt_slo_s
         f_agg = self.correction.factor("aggregated", "total")

@@ -87,15 +87,31 @@ def free_kv_tokens(sched: Any, running: Sequence[Any]) -> int:
     CLIP_MAX_NEW_TOKENS)`` each, times the scheduler's current new-token ratio, rounded up) and
     one token per running request, which a mixed iteration's decodes take (the adder's
     ``num_mixed_decode_tokens``; charged always, as the plan is not known yet)."""
-    alloc, cache = sched.token_to_kv_pool_allocator, sched.tree_cache
-    if hasattr(alloc, "full_available_size"):  # a sliding-window (hybrid) pool: its full part
-        free, evictable = alloc.full_available_size(), cache.full_evictable_size()
-    else:
-        free, evictable = alloc.available_size(), cache.evictable_size()
+    free, evictable = _free_and_evictable(sched)
     ratio, clip = float(sched.new_token_ratio_tracker.current), patches.clip_max_new_tokens()
     reserve = sum(min(r.sampling_params.max_new_tokens - len(r.output_ids), clip)
                   for r in running)
-    return int(free) + int(evictable) - math.ceil(reserve * ratio) - len(running)
+    return free + evictable - math.ceil(reserve * ratio) - len(running)
+
+
+def kv_use(sched: Any) -> float:
+    """Share of the KV pool's slots that requests hold (0-1; the policy's ``kv_use``): neither
+    free nor evictable (cached prefixes no request holds), of ``max_total_num_tokens`` (the
+    full-attention pool's, where the pool is hybrid)."""
+    free, evictable = _free_and_evictable(sched)
+    total = int(sched.max_total_num_tokens)
+    if total <= 0:
+        return 1.0
+    return min(1.0, max(0.0, 1.0 - (free + evictable) / total))
+
+
+def _free_and_evictable(sched: Any) -> tuple[int, int]:
+    """(free, evictable) KV slots: the allocator's and the prefix cache's, a sliding-window
+    (hybrid) pool's full-attention part."""
+    alloc, cache = sched.token_to_kv_pool_allocator, sched.tree_cache
+    if hasattr(alloc, "full_available_size"):
+        return int(alloc.full_available_size()), int(cache.full_evictable_size())
+    return int(alloc.available_size()), int(cache.evictable_size())
 
 
 class PolicyInputs(NamedTuple):

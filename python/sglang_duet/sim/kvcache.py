@@ -111,6 +111,12 @@ class KvCache:
     def used(self) -> int:
         return self.num_pages - self.free
 
+    @property
+    def use(self) -> float:
+        """Share of the pages requests hold (0-1; an empty pool counts as full): the policy's
+        ``kv_use``."""
+        return (self.num_pages - self.free) / self.num_pages if self.num_pages else 1.0
+
     def alloc(self, pages: int) -> None:
         if pages > self.free:
             raise RuntimeError(f"KV over-commit: {pages} pages requested, {self.free} free")

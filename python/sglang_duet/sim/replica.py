@@ -16,10 +16,11 @@ Request lifecycle on a replica:
 
 Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan (backlog:
 requests still queued after admission; KV held: admission stopped at a request whose pages did
-not fit) and times it with the Executor. A *decode stretch* (no prompt work admitted) asks the
-planner once, checks the answer is a plain decode step, and runs up to the first of: a request
-finishing, the KV pages running out, the first step starting at or after ``horizon`` (the next
-event that could bring work). Each stretch step counts as one iteration of the planner's mode.
+not fit; KV use: the share of pages held) and times it with the Executor. A *decode stretch*
+(no prompt work admitted) asks the planner once, checks the answer is a plain decode step, and
+runs up to the first of: a request finishing, the KV pages running out, the first step starting
+at or after ``horizon`` (the next event that could bring work). Each stretch step counts as one
+iteration of the planner's mode.
 """
 
 from __future__ import annotations
@@ -223,7 +224,7 @@ class Replica:
         while True:
             plan = self.planner.plan([r.to_state() for r in self.running],
                                      [r.to_state() for r in self.prefilling], bool(self.queue),
-                                     self.kv_held)
+                                     self.kv_held, self.kv.use)
             self.plans += 1
             if plan.mode == "idle":
                 return None
@@ -280,7 +281,8 @@ class Replica:
 
     def _start_stretch(self, now: float, horizon: float) -> float | None:
         running = self.running
-        plan = self.planner.plan([r.to_state() for r in running], [], False, self.kv_held)
+        plan = self.planner.plan([r.to_state() for r in running], [], False, self.kv_held,
+                                 self.kv.use)
         self.plans += 1
         if plan.mode == "idle" or plan.prefill or plan.lookahead != 1:
             return None

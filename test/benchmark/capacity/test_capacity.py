@@ -129,6 +129,16 @@ def test_bad_arguments_exit_2(tmp_path, capsys):
     assert "unknown policy 'nope'" in capsys.readouterr().err
     assert main(["--set", "nope=1", "--out", str(tmp_path)]) == 2
     assert main(["--gpus", "3", "--policies", "dynamo", "--out", str(tmp_path)]) == 2
+    assert main(["--set", "frontend=maybe", "--out", str(tmp_path)]) == 2
+
+
+def test_set_parses_booleans_by_their_words():
+    from benchmark.capacity.__main__ import _overrides
+
+    assert _overrides(["frontend=false", "prefix_cache=0"]) == {"frontend": False,
+                                                                "prefix_cache": False}
+    assert _overrides(["frontend=True", "interference=none", "tp=2"]) == {
+        "frontend": True, "interference": "none", "tp": 2}
 
 
 def test_keep_others_carries_the_policies_not_rerun_with_their_commit(tmp_path, capsys):

@@ -32,7 +32,8 @@ __all__ = ["POLICIES", "PlanContext", "Planner", "PolicySpec", "check_config", "
 
 class Planner(Protocol):
     def plan(self, decodes: list[ReqState], waiting: list[ReqState],
-             backlog: bool = False, kv_held: bool = False) -> BatchPlan: ...
+             backlog: bool = False, kv_held: bool = False,
+             kv_use: float = 0.0) -> BatchPlan: ...
 
     def observe(self, plan: BatchPlan, measured_s: float, decode_s: float | None = None,
                 prefill_s: float | None = None) -> None: ...

@@ -35,7 +35,8 @@ class ChunkedPolicy(_NoFeedback):
         self.token_budget = token_budget
 
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
-             backlog: bool = False, kv_held: bool = False) -> BatchPlan:
+             backlog: bool = False, kv_held: bool = False,
+             kv_use: float = 0.0) -> BatchPlan:
         rids, chunks = form_chunked_batch(decodes, waiting, self.token_budget)
         if not rids and not chunks:
             return BatchPlan.idle()
@@ -51,7 +52,8 @@ class PrefillFirstPolicy(_NoFeedback):
         self.token_budget = token_budget
 
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
-             backlog: bool = False, kv_held: bool = False) -> BatchPlan:
+             backlog: bool = False, kv_held: bool = False,
+             kv_use: float = 0.0) -> BatchPlan:
         s = self.total_sms
         if _has_prompt(waiting):
             chunks = form_prefill_chunks(waiting, self.token_budget)

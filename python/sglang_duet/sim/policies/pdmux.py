@@ -107,7 +107,8 @@ class PdmuxPolicy:
         return self.divisions[idx - 1]
 
     def plan(self, decodes: Sequence[ReqState], waiting: Sequence[ReqState],
-             backlog: bool = False, kv_held: bool = False) -> BatchPlan:
+             backlog: bool = False, kv_held: bool = False,
+             kv_use: float = 0.0) -> BatchPlan:
         s = self.total_sms
         rids = tuple(r.rid for r in decodes)
         chunks = whole_request_batch(waiting, self.max_prefill_tokens)
