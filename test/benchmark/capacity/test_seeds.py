@@ -17,7 +17,8 @@ def _sweep(tmp_path, name="azure-conv-qwen3-8b-tp1"):
     body = {"config": {"cluster": {"trace": "azure-conv", "model": "qwen3-8b", "tp": 1,
                                    "gpus": 2, "seed": 0}, "requests": 100},
             "ratios": {"best_alternative": "sglang-pdmux"},
-            "policies": {"duet": {"best": {"setting": {}, "capacity_qps": 40.0}},
+            "policies": {"duet": {"best": {"setting": {}, "capacity_qps": 38.0,
+                                           "short_run_qps": 40.0}},  # a 2x run set 38
                          "sglang-pdmux": {"best": {"setting": {"pdmux_decode_bs_divisor": 144},
                                                    "capacity_qps": 41.0}},
                          "dynamo": {"best": {"setting": {}, "capacity_qps": 1.0}}}}
