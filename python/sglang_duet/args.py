@@ -104,10 +104,10 @@ class DuetArgs(DuetFlags):
         default=BACKLOG_DECODE_SHARE,
         metadata={"help": "While prompts queue beyond one iteration, the decode step every "
                   "plan aims at, as a share of the TBT target (0 < share <= 1; 1: the target "
-                  "itself), or 0: a share that follows the KV pool's occupancy (1 up to 40% held, "
-                  "0.3 from 70%), with no mixed prefill+decode batch from 50% held. Lower runs "
-                  "decode faster so requests free their KV sooner (pays when the KV pool, not "
-                  "prefill, limits load)."},
+                  "itself), or 0: a share that follows the KV pool's occupancy (1 up to 0.4 of it "
+                  "held, 0.3 from 0.7), with no mixed prefill+decode batch from 0.5 held. Lower "
+                  "runs decode faster so requests free their KV sooner (pays when the KV pool, "
+                  "not prefill, limits load)."},
     )
     decode_graph_sizes: int = field(
         default=6,

@@ -12,9 +12,8 @@
    the same chunks the mixed batch would have held (``token_budget`` minus the decodes, so every
    plan keeps at most ``token_budget`` tokens per forward pass). None feasible: ``decode_only``
    if the decodes alone on the whole GPU meet tau (prefill waits), else the candidate with the
-   smallest predicted TBT. With the automatic backlog share, from ``backlog.KV_SPLIT_AT`` of
-   the KV pool held, it plans as the ``spatial`` mode: decodes stop waiting out prefill chunks,
-   so the running set, and the KV it holds, stays smaller (`backlog.py`).
+   smallest predicted TBT. From ``backlog.KV_SPLIT_AT`` of the KV pool held (automatic share)
+   it plans as the ``spatial`` mode, so decodes never wait out a prefill chunk (`backlog.py`).
 4. ``spatial`` mode (tests, experiments): a spatial plan whenever both phases have work -- the
    best feasible one, else the best objective over the whole menu even though it misses tau.
 
@@ -78,8 +77,7 @@ class DuetPolicy:
         second (decode tokens come at the SLO's pace in every feasible plan) or the paper's
         ``"tokens"`` per second (decode and prefill alike). ``backlog_share``: while prompts are
         backlogged, every option's decode step aims at this share of tau (1: tau itself), or
-        ``BACKLOG_AUTO``: a share, and from some occupancy splits only, that follow the KV
-        pool's occupancy (`backlog.py`)."""
+        ``BACKLOG_AUTO``: a share and a split-only rule that follow the KV pool (`backlog.py`)."""
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {tuple(OBJECTIVES)}, got {objective!r}")
         if mode not in POLICY_MODES:
@@ -159,10 +157,8 @@ class DuetPolicy:
         tau (fixed, or automatic: `backlog.py`): the mixed batch and the SLO-sized one must fit
         it, and the split search relaxes it towards tau only step by step
         (`gap_optimizer.search_gap`), so running requests finish and free their KV sooner.
-        ``kv_use``: the share of the KV pool's slots that requests hold (0-1); ``kv_held``: the
-        pool holds a waiting prompt back (the driver's admission stopped for pages), which counts
-        as a full pool. The automatic share follows that occupancy, and from ``KV_SPLIT_AT``
-        the adaptive mode plans as the spatial one (`backlog.py`)."""
+        ``kv_use``: the share of KV slots requests hold (0-1); ``kv_held``: the pool holds a
+        waiting prompt back (counts as full); the automatic share and split rule follow them."""
         self._backlog = backlog
         share, split = self.backlog_share, False
         if share == BACKLOG_AUTO:

@@ -15,12 +15,11 @@ Request lifecycle on a replica:
    requests are preempted (retract + recompute) until they do.
 
 Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan (backlog:
-requests still queued after admission; KV held: admission stopped at a request whose pages did
-not fit; KV use: the share of pages held) and times it with the Executor. A *decode stretch*
-(no prompt work admitted) asks the planner once, checks the answer is a plain decode step, and
-runs up to the first of: a request finishing, the KV pages running out, the first step starting
-at or after ``horizon`` (the next event that could bring work). Each stretch step counts as one
-iteration of the planner's mode.
+requests queued after admission; KV held: admission stopped at a page shortfall; KV use: share
+of pages held) and times it with the Executor. A *decode stretch* (no prompt work admitted) asks
+the planner once, checks it is a plain decode step, and runs up to the first of: a request
+finishing, the KV pages running out, a step starting at or after ``horizon`` (the next event
+that could bring work); each stretch step is one iteration of the planner's mode.
 """
 
 from __future__ import annotations
@@ -222,9 +221,8 @@ class Replica:
 
     def _start_planned(self, now: float) -> float | None:
         while True:
-            plan = self.planner.plan([r.to_state() for r in self.running],
-                                     [r.to_state() for r in self.prefilling], bool(self.queue),
-                                     self.kv_held, self.kv.use)
+            plan = self.planner.plan([r.to_state() for r in self.running], [r.to_state() for r in
+                                     self.prefilling], bool(self.queue), self.kv_held, self.kv.use)
             self.plans += 1
             if plan.mode == "idle":
                 return None
