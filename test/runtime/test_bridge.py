@@ -112,3 +112,19 @@ def test_kv_use_is_the_share_of_slots_neither_free_nor_evictable():
     assert kv_use(sched(0, 0, 1000)) == 1.0
     assert kv_use(sched(1000, 0, 1000, full=(100, 100))) == 0.8
     assert kv_use(sched(0, 0, 0)) == 1.0  # no pool at all counts as full
+    assert kv_use(sched(600, 150, 1000), claimed=250) == 0.5  # claimed slots count as held
+    assert kv_use(sched(600, 0, 1000), claimed=900) == 1.0  # clipped at full
+
+
+def test_claimed_tokens_count_the_prompts_admitted_before_the_budget_is_used_up():
+    """As the simulator's admission: the first (chunked) prompt always, each later one while the
+    tokens before it stay under the budget; computed tokens are not claimed again."""
+    from sglang_duet.runtime.bridge import claimed_tokens
+
+    def w(prompt, computed=0):
+        return ReqState(f"w{prompt}", prompt, computed, 0)
+
+    assert claimed_tokens([], 8192) == 0
+    assert claimed_tokens([w(100_000, 16_384), w(500)], 8192) == 83_616  # the long one alone
+    assert claimed_tokens([w(3000), w(5000), w(4000), w(700)], 8192) == 12_000
+    assert claimed_tokens([w(3000), w(5192), w(700)], 8192) == 8192

@@ -77,7 +77,8 @@ def test_the_policy_hears_whether_the_kv_pool_holds_a_prompt_back(free, evictabl
     DuetScheduler._decide(s, running)
     assert s.duet_policy.kv_held is held
     assert s.duet_policy.backlog is False  # 1000 tokens fit one iteration's budget
-    assert s.duet_policy.kv_use == 1 - (free + evictable) / 20_000  # of the 20,000-slot pool
+    # of the 20,000-slot pool, the admitted prompt's 999 tokens counted as claimed
+    assert s.duet_policy.kv_use == pytest.approx(min(1.0, 1 - (free + evictable - 999) / 20_000))
 
 
 def test_decide_with_flashinfer_forces_one_step():

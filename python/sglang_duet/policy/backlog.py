@@ -6,8 +6,9 @@ the most SMs) holds about twice the requests, and twice the KV, of one stepping 
 Where the pool binds, admission then stops and the queue grows, however fast prefill could go:
 on azure-conv with Qwen3-8B, duet's running set was 1.5x pdmux's (whose decode steps take about
 30 ms) and its pool was full at a load pdmux served with the pool at 58%. So the policy reads the
-pool's occupancy ``kv_use`` (the share of its slots held by requests, 0-1; 1 while the pool
-holds a waiting prompt back) and, by default (``BACKLOG_AUTO``):
+pool's occupancy ``kv_use`` (the share of its slots held by requests, an admitted prompt's
+whole prompt counting from admission, 0-1; 1 while the pool holds a waiting prompt back) and,
+by default (``BACKLOG_AUTO``):
 
 * while prompts queue beyond one iteration, every option the gap scheme weighs aims its decode
   step at ``share * tau``, the share falling linearly from 1 at ``KV_LOW`` occupancy to

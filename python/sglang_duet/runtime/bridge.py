@@ -94,15 +94,33 @@ def free_kv_tokens(sched: Any, running: Sequence[Any]) -> int:
     return free + evictable - math.ceil(reserve * ratio) - len(running)
 
 
-def kv_use(sched: Any) -> float:
-    """Share of the KV pool's slots that requests hold (0-1; the policy's ``kv_use``): neither
-    free nor evictable (cached prefixes no request holds), of ``max_total_num_tokens`` (the
-    full-attention pool's, where the pool is hybrid)."""
+def kv_use(sched: Any, claimed: int = 0) -> float:
+    """Share of the KV pool's slots that requests hold or have claimed (0-1; the policy's
+    ``kv_use``): neither free nor evictable (cached prefixes no request holds), plus ``claimed``
+    (`claimed_tokens`), of ``max_total_num_tokens`` (the full-attention pool's, where the pool is
+    hybrid)."""
     free, evictable = _free_and_evictable(sched)
     total = int(sched.max_total_num_tokens)
     if total <= 0:
         return 1.0
-    return min(1.0, max(0.0, 1.0 - (free + evictable) / total))
+    return min(1.0, max(0.0, 1.0 - (free + evictable - claimed) / total))
+
+
+def claimed_tokens(waiting: Sequence[ReqState], budget: int) -> int:
+    """Prompt tokens still to compute of the waiting requests that are admitted before
+    ``budget`` (the policy's token budget) is used up. The first request (the one being chunked)
+    is always counted, and each later one while the tokens counted before it stay under
+    ``budget``. The simulator's replica admits prompts that way and allocates each admitted
+    prompt's pages whole (`sim/replica.py` ``_admit``), so its ``kv_use`` counts a long prompt
+    from admission. SGLang allocates a chunked prompt's slots one chunk at a time. Adding these
+    tokens gives the automatic share (`policy/backlog.py`, whose thresholds were measured in the
+    simulator) the same occupancy in both drivers."""
+    total = 0
+    for r in waiting:
+        if total >= budget:
+            break
+        total += r.remaining_prompt
+    return total
 
 
 def _free_and_evictable(sched: Any) -> tuple[int, int]:

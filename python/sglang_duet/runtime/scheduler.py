@@ -127,8 +127,8 @@ class DuetScheduler(Scheduler):
         held = bridge.kv_held(waiting, bridge.free_kv_tokens(self, running.reqs), budget,
                               self.page_size, patches.clip_max_new_tokens(),
                               self.chunked_req is not None)
-        plan = self.duet_policy.plan(decodes, waiting, bridge.backlog(waiting, budget), held,
-                                     bridge.kv_use(self))
+        use = bridge.kv_use(self, bridge.claimed_tokens(waiting, self.duet_policy.token_budget))
+        plan = self.duet_policy.plan(decodes, waiting, bridge.backlog(waiting, budget), held, use)
         steps = lookahead.Lookahead(1)
         if plan.mode == "spatial":
             steps = lookahead.max_safe_lookahead(

@@ -114,7 +114,8 @@ class KvCache:
     @property
     def use(self) -> float:
         """Share of the pages requests hold (0-1; an empty pool counts as full): the policy's
-        ``kv_use``."""
+        ``kv_use``. An admitted prompt holds its whole prompt's pages from admission (the
+        runtime adds them as claimed: `runtime/bridge.claimed_tokens`)."""
         return (self.num_pages - self.free) / self.num_pages if self.num_pages else 1.0
 
     def alloc(self, pages: int) -> None:
