@@ -128,3 +128,35 @@ def test_claimed_tokens_count_the_prompts_admitted_before_the_budget_is_used_up(
     assert claimed_tokens([w(100_000, 16_384), w(500)], 8192) == 83_616  # the long one alone
     assert claimed_tokens([w(3000), w(5000), w(4000), w(700)], 8192) == 12_000
     assert claimed_tokens([w(3000), w(5192), w(700)], 8192) == 8192
+
+
+def test_the_runtime_occupancy_equals_the_simulators_with_long_prompts_in_flight():
+    """The policy sees the same kv_use from both drivers: in the simulator's replica (which
+    allocates an admitted prompt's pages whole), ``KvCache.use`` equals what the runtime reports
+    from the slots written so far plus ``claimed_tokens`` of the admitted prompts, up to one
+    page per prompt in flight."""
+    import numpy as np
+    from sim_helpers import make_workload
+
+    from sglang_duet.runtime.bridge import claimed_tokens
+    from sglang_duet.sim import SimConfig, Simulation
+    from sglang_duet.sim.kvcache import pages_for
+
+    n = 6
+    w = make_workload(np.linspace(0.0, 0.5, n), [30_000, 600, 20_000, 900, 12_000, 400], [32] * n)
+    sim = Simulation(SimConfig(policy="duet", gpus=1), w)
+    rep = sim.replicas[0]
+    plan, checked = rep.planner.plan, []
+
+    def record(decodes, waiting, backlog=False, kv_held=False, kv_use=0.0):
+        page, total = rep.kv.page_size, rep.kv.num_pages * rep.kv.page_size
+        unwritten = sum(r.pages - pages_for(r.computed, page) for r in rep.prefilling)
+        written = (rep.kv.used - unwritten) * page
+        runtime = (written + claimed_tokens(waiting, rep.planner.token_budget)) / total
+        assert abs(runtime - kv_use) <= (len(waiting) + 1) * page / total
+        checked.append(bool(waiting))
+        return plan(decodes, waiting, backlog, kv_held, kv_use)
+
+    rep.planner.plan = record
+    sim.run()
+    assert sum(checked) > 5  # plans with long prompts in flight were compared
