@@ -79,27 +79,29 @@ def _beyond(waiting: Sequence[ReqState], tokens: int) -> bool:
     return False
 
 
-def free_kv_tokens(sched: Any, running: Sequence[Any]) -> int:
+def free_kv_tokens(sched: Any, running: Sequence[Any],
+                   slots: tuple[int, int] | None = None) -> int:
     """KV slots a waiting prompt could take now, as SGLang's prefill adder counts them
     (`PrefillAdder.rem_total_tokens`): the allocator's free slots plus the prefix cache's
     evictable ones (the full-attention pool's, where the pool is hybrid), less the reservation
     for the running requests' remaining output (``min(max_new_tokens - outputs,
     CLIP_MAX_NEW_TOKENS)`` each, times the scheduler's current new-token ratio, rounded up) and
     one token per running request, which a mixed iteration's decodes take (the adder's
-    ``num_mixed_decode_tokens``; charged always, as the plan is not known yet)."""
-    free, evictable = _free_and_evictable(sched)
+    ``num_mixed_decode_tokens``; charged always, as the plan is not known yet). ``slots``: the
+    iteration's `free_slots`, when the caller already read them."""
+    free, evictable = slots if slots is not None else free_slots(sched)
     ratio, clip = float(sched.new_token_ratio_tracker.current), patches.clip_max_new_tokens()
     reserve = sum(min(r.sampling_params.max_new_tokens - len(r.output_ids), clip)
                   for r in running)
     return free + evictable - math.ceil(reserve * ratio) - len(running)
 
 
-def kv_use(sched: Any, claimed: int = 0) -> float:
+def kv_use(sched: Any, claimed: int = 0, slots: tuple[int, int] | None = None) -> float:
     """Share of the KV pool's slots that requests hold or have claimed (0-1; the policy's
     ``kv_use``): neither free nor evictable (cached prefixes no request holds), plus ``claimed``
     (`claimed_tokens`), of ``max_total_num_tokens`` (the full-attention pool's, where the pool is
-    hybrid)."""
-    free, evictable = _free_and_evictable(sched)
+    hybrid). ``slots``: as `free_kv_tokens`'s."""
+    free, evictable = slots if slots is not None else free_slots(sched)
     total = int(sched.max_total_num_tokens)
     if total <= 0:
         return 1.0
@@ -123,9 +125,9 @@ def claimed_tokens(waiting: Sequence[ReqState], budget: int) -> int:
     return total
 
 
-def _free_and_evictable(sched: Any) -> tuple[int, int]:
+def free_slots(sched: Any) -> tuple[int, int]:
     """(free, evictable) KV slots: the allocator's and the prefix cache's, a sliding-window
-    (hybrid) pool's full-attention part."""
+    (hybrid) pool's full-attention part; read once per iteration (`free_kv_tokens`, `kv_use`)."""
     alloc, cache = sched.token_to_kv_pool_allocator, sched.tree_cache
     if hasattr(alloc, "full_available_size"):
         return int(alloc.full_available_size()), int(cache.full_evictable_size())

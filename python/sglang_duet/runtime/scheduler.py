@@ -124,10 +124,12 @@ class DuetScheduler(Scheduler):
         broadcast together, so that every rank runs the same plan and the same steps."""
         decodes, waiting = bridge.policy_inputs(running.reqs, self.waiting_queue, self.chunked_req)
         budget = self.duet_policy.token_budget - len(decodes)
-        held = bridge.kv_held(waiting, bridge.free_kv_tokens(self, running.reqs), budget,
+        slots = bridge.free_slots(self)  # the allocator's and prefix cache's, read once
+        held = bridge.kv_held(waiting, bridge.free_kv_tokens(self, running.reqs, slots), budget,
                               self.page_size, patches.clip_max_new_tokens(),
                               self.chunked_req is not None)
-        use = bridge.kv_use(self, bridge.claimed_tokens(waiting, self.duet_policy.token_budget))
+        claimed = bridge.claimed_tokens(waiting, self.duet_policy.token_budget)
+        use = bridge.kv_use(self, claimed, slots)
         plan = self.duet_policy.plan(decodes, waiting, bridge.backlog(waiting, budget), held, use)
         steps = lookahead.Lookahead(1)
         if plan.mode == "spatial":
