@@ -22,23 +22,34 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, init=False)
 class ReqState:
-    """One request as the policy sees it (see the module docstring for the token rules)."""
+    """One request as the policy sees it (see the module docstring for the token rules).
+
+    Read-only by convention, not frozen: drivers build one per request per iteration (256
+    running decodes: 256 records every plan), and a frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field) costs about 4x this one's (the decision-cost benchmark's
+    ``inputs`` case measures it). Compared by value, not hashable."""
 
     rid: str
     prompt_len: int
     computed: int
     generated: int
-    max_new_tokens: int | None = None
+    max_new_tokens: int | None
 
-    def __post_init__(self) -> None:
-        if self.prompt_len < 1:
-            raise ValueError(f"{self.rid}: prompt_len must be >= 1, got {self.prompt_len}")
-        if not 0 <= self.computed <= self.prompt_len:
-            raise ValueError(f"{self.rid}: computed={self.computed} outside [0, {self.prompt_len}]")
-        if self.generated < 0:
-            raise ValueError(f"{self.rid}: generated must be >= 0, got {self.generated}")
+    def __init__(self, rid: str, prompt_len: int, computed: int, generated: int,
+                 max_new_tokens: int | None = None) -> None:
+        if prompt_len < 1:
+            raise ValueError(f"{rid}: prompt_len must be >= 1, got {prompt_len}")
+        if not 0 <= computed <= prompt_len:
+            raise ValueError(f"{rid}: computed={computed} outside [0, {prompt_len}]")
+        if generated < 0:
+            raise ValueError(f"{rid}: generated must be >= 0, got {generated}")
+        self.rid = rid
+        self.prompt_len = prompt_len
+        self.computed = computed
+        self.generated = generated
+        self.max_new_tokens = max_new_tokens
 
     @property
     def remaining_prompt(self) -> int:

@@ -14,13 +14,9 @@ from . import patches
 def decode_state(req: Any) -> ReqState:
     """A running SGLang Req as the policy sees it: the whole prompt is in the KV cache."""
     prompt = len(req.origin_input_ids)
-    return ReqState(
-        rid=req.rid,
-        prompt_len=prompt,
-        computed=prompt,
-        generated=max(1, len(req.output_ids)),
-        max_new_tokens=req.sampling_params.max_new_tokens,
-    )
+    out = len(req.output_ids)  # positional, no max(): called for every running request
+    return ReqState(req.rid, prompt, prompt, out if out > 1 else 1,
+                    req.sampling_params.max_new_tokens)
 
 
 def waiting_state(req: Any) -> ReqState:
