@@ -259,3 +259,27 @@ def test_auto_share_and_split_thresholds():
     assert 1.0 > auto_share((KV_LOW + KV_HIGH) / 2) > AUTO_FLOOR
     assert not split_only(KV_SPLIT_AT - 1e-9) and split_only(KV_SPLIT_AT)
     assert check_share(0.0) == 0.0 and check_share(1.0) == 1.0
+
+
+
+def test_forced_split_lets_decodes_alone_end_a_carried_wait():
+    """With mixed batches off (spatial mode, or a held pool), when the last spatial plan's
+    prefill outlasted its k steps by so much that no split keeps the next gap within tau, the
+    decodes alone on the whole GPU end the wait (a split's first step on fewer SMs, or its
+    boundary, would stretch it); once the wait is over the split comes back."""
+    from sglang_duet.policy import BatchPlan
+
+    pol = DuetPolicy.build("spatial", 0.1)
+    decodes, waiting = running(64, 4096), [ReqState("long", 8192, 0, 0)]
+    fresh = pol.plan(decodes, waiting)
+    assert fresh.mode == "spatial"
+    rids = tuple(r.rid for r in decodes)
+    late = BatchPlan.spatial(rids, fresh.prefill, 66, 66, 2, 0.01, 0.1)  # 80 ms past its steps
+    pol.observe(late, late.predicted_total_s)
+    assert pol._carry_s == pytest.approx(0.08)
+    after = pol.plan(decodes, waiting)
+    assert after.mode == "decode_only" and "end the wait" in after.reason
+    assert 0.08 + after.predicted_decode_s > 0.1  # nothing could keep this gap within tau
+    pol.observe(after, after.predicted_total_s)
+    assert pol._carry_s == 0.0
+    assert pol.plan(decodes, waiting) == fresh  # no wait carried: the same split again

@@ -15,7 +15,8 @@
    smallest predicted TBT. From ``backlog.KV_SPLIT_AT`` of the KV pool held (automatic share)
    it plans as the ``spatial`` mode, so decodes never wait out a prefill chunk (`backlog.py`).
 4. ``spatial`` mode (tests, experiments): a spatial plan whenever both phases have work -- the
-   best feasible one, else the best objective over the whole menu even though it misses tau.
+   best feasible one; else, under the gap scheme, the decodes alone when they end a carried
+   wait sooner than any split, else the split with the smallest gap, though it misses tau.
 
 Spatial schemes (``scheme``): ``"gap"`` (default, ``gap_optimizer``) bounds the gap a request
 sees: the last spatial plan's tail (``carry``) counts against the next plan's first step and
@@ -253,7 +254,9 @@ class DuetPolicy:
             return self._agg_plan(rids, sized.chunks, sized.time_s,
                                   f"{why}; SLO-sized mixed batch ({sized.tokens} tokens)")
         spatial = self._spatial(rids, ch, f_d, f_p, why + "; smallest gap")
-        if forced:
+        if forced:  # no mixed batch, but decodes alone end a carried wait (a split extends it)
+            if carry > 0.0 and carry + t_alone < gap:
+                return self._decode_only(rids, t_alone, why + "; decodes alone end the wait")
             return spatial
         if carry + t_alone <= tau:
             return self._decode_only(rids, t_alone, why + "; decodes alone do, prefill waits")
@@ -270,13 +273,8 @@ class DuetPolicy:
         return self.latency.predict(dec).total_s * self.correction.factor("decode_only", "decode")
 
     # --- plan constructors ------------------------------------------------------------------
-    def _aggregated(
-        self,
-        rids: tuple[str, ...],
-        chunks: tuple[PrefillChunk, ...],
-        batch: Batch | tuple[Batch, Batch],
-        reason: str,
-    ) -> BatchPlan:
+    def _aggregated(self, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...],
+                    batch: Batch | tuple[Batch, Batch], reason: str) -> BatchPlan:
         """``batch``: the mixed batch, or its (decode, prefill) parts (predicted as their
         concatenation, without building it)."""
         f = self.correction.factor("aggregated", "total")
