@@ -118,7 +118,8 @@ def shrink_to_fit(
     cover within tau (``boundary_gap(t_d', t_p', k_cap) <= tau``) at menu entry i; None when none is
     found. ``evaluate(prefix) -> (t_d, t_p)``. The size is searched by regula falsi on the
     boundary gap between a feasible (0 tokens) and an infeasible (all tokens) bracket: t_p is
-    not proportional to tokens (a chunk deep into a long prompt costs more per token)."""
+    not proportional to tokens (a chunk deep into a long prompt costs more per token); where
+    that finds no fit, by bisection (as many predictions again)."""
     n_p = sum(c.length for c in chunks)
 
     def excess(td: float, tp: float) -> float:
@@ -129,12 +130,9 @@ def shrink_to_fit(
     if f_lo > _EPS or f_hi <= _EPS:
         return None
     found: tuple[int, float, float, tuple[PrefillChunk, ...]] | None = None
-    # ``step_max``: the decode step's own bound (tau less the carried wait)
-    for _ in range(_SHRINK_STEPS):
-        size = lo + (hi - lo) * (-f_lo) / (f_hi - f_lo) * _SHRINK_SLACK
-        size = min(hi - 1, max(lo + 1, int(size)))
-        if size <= lo:
-            break
+
+    def probe(size: int) -> None:  # ``step_max``: the step's own bound (tau less the carry)
+        nonlocal lo, f_lo, hi, f_hi, found
         prefix = truncate_chunks(chunks, size)
         td, tp = evaluate(prefix)
         f = excess(td, tp)
@@ -142,8 +140,22 @@ def shrink_to_fit(
             lo, f_lo, found = size, f, (size, td, tp, prefix)
         else:
             hi, f_hi = size, f
+
+    for _ in range(_SHRINK_STEPS):
+        size = lo + (hi - lo) * (-f_lo) / (f_hi - f_lo) * _SHRINK_SLACK
+        size = min(hi - 1, max(lo + 1, int(size)))
+        if size <= lo:
+            break
+        probe(size)
         if hi - lo <= max(1, n_p // 64):
             break
+    # Regula falsi keeps its feasible end when the gap is concave in the size (a chunk deep
+    # into a long prompt first holds most of t_p) and can end with nothing: bisect then.
+    for _ in range(_SHRINK_STEPS if found is None else 0):
+        size = (lo + hi) // 2
+        if size <= lo:
+            break
+        probe(size)
     if found is None:
         return None
     size, td, tp, prefix = found
