@@ -208,3 +208,77 @@ def test_explain_rows_add_up_to_predict(make_lm, reqs, model, sms):
     b = _batch(reqs)
     total = sum(r["seconds"] for r in lm.explain(b, sms))
     assert _close(total, lm.predict(b, sms).total_s)
+
+
+# --- the entry-by-entry paths for short menus and the sized search's probes -----------------
+@SETTINGS
+@given(st.lists(st.integers(0, 300000), max_size=300), st.lists(rows, max_size=12), MODELS,
+       HARDWARE, calibrations(), st.sampled_from(["none", "published"]), st.data())
+def test_concurrent_lists_equal_the_table(ctx, pre, model, hw, cal, inter, data):
+    """`predict_concurrent_lists` (Python floats, entry by entry) equals the numpy table and
+    the scalar `predict_concurrent`, bit for bit, empty sides included."""
+    from sglang_duet.latency import LatencyModel, get_hardware, get_model
+
+    lm = LatencyModel(get_hardware(hw), get_model(model[0], model[1]), cal, inter)
+    total = lm.hardware.num_sms
+    sd = data.draw(st.lists(st.integers(2, total - 2), min_size=1, max_size=24))
+    sd = tuple(s - s % 2 for s in sd)
+    sp = tuple(total - s for s in sd)
+    dec, pb = Batch.decode_steps(ctx), _batch(pre)
+    host = data.draw(st.sampled_from(["lookahead", "scheduled"]))
+    got_d, got_p = lm.predict_concurrent_lists(dec, pb, sd, sp, host)
+    tab = lm.predict_concurrent_table(dec, pb, sd, sp, host)
+    assert (got_d, got_p) == (tab.decode_s.tolist(), tab.prefill_s.tolist())
+    for i, (a, b) in enumerate(zip(sd, sp, strict=True)):
+        d, p = lm.predict_concurrent(dec, pb, a, b, host)
+        assert (got_d[i], got_p[i]) == (d.total_s, p.total_s)
+
+
+@SETTINGS
+@given(st.floats(1e-6, 10.0), st.floats(1e-6, 10.0), st.floats(0.0, 1e13), st.floats(0.0, 1e13))
+def test_combine_pair_equals_combine_totals(make_lm, t_d, t_p, bytes_d, bytes_p):
+    from sglang_duet.latency.contention import combine_pair
+
+    cap = make_lm().bandwidth_cap
+    c_d, c_p = combine_totals(cap, np.array([t_d]), bytes_d, np.array([t_p]), bytes_p,
+                              positive=True)
+    assert combine_pair(cap, t_d, bytes_d, t_p, bytes_p) == (c_d[0], c_p[0])
+
+
+@given(st.lists(rows, max_size=30), st.data())
+def test_few_equals_the_general_constructor(reqs, data):
+    """`Batch.few` (a plan's chunks, from lists) builds the batch `Batch(q, c, sample)` does."""
+    q, c = [p[0] for p in reqs], [p[1] for p in reqs]
+    sample = data.draw(st.lists(st.booleans(), min_size=len(reqs), max_size=len(reqs)))
+    fast, slow = Batch.few(q, c, sample), Batch(q, c, sample)
+    assert fast.pairs() == slow.pairs()
+    assert fast.sample.tolist() == slow.sample.tolist()
+    for attr in ("n", "tokens", "n_sample", "n_decode", "attended_sum", "kv_sum"):
+        assert getattr(fast, attr) == getattr(slow, attr)
+    for fk, sk in zip(fast.kernels, slow.kernels, strict=True):
+        assert (fk.n, fk.q, fk.kv, fk.attended, fk.c_min, fk.c_max) == (
+            sk.n, sk.q, sk.kv, sk.attended, sk.c_min, sk.c_max)
+        assert list(fk.q_rows) == list(sk.q_rows) and list(fk.c_rows) == list(sk.c_rows)
+
+
+def test_few_validates():
+    with pytest.raises(ValueError, match=">= 0"):
+        Batch.few([4, -1], [0, 0], [True, True])
+    with pytest.raises(ValueError, match=">= 0"):
+        Batch.few([4], [-3], [True])
+    with pytest.raises(ValueError, match="length"):
+        Batch.few([4, 5], [0], [True, True])
+
+
+@SETTINGS
+@given(st.lists(st.integers(0, 300000), max_size=300), st.lists(rows, max_size=8), MODELS,
+       st.data())
+def test_predict_with_rows_equals_predict_union(make_lm, ctx, pre, model, data):
+    """The sized search's probe equals `predict_union` with the probe's batch, bit for bit."""
+    lm = make_lm(model[0], "h100-sxm", model[1])
+    q, c = [p[0] for p in pre], [p[1] for p in pre]
+    sample = data.draw(st.lists(st.booleans(), min_size=len(pre), max_size=len(pre)))
+    dec = Batch.decode_steps(ctx)
+    got = lm.predict_with_rows(dec, q, c, sum(sample))
+    assert got == lm.predict_union(dec, Batch(q, c, sample))
+    assert got.total_s == lm.predict_union(dec, Batch(q, c, sample)).total_s

@@ -88,3 +88,21 @@ def test_truncate_keeps_a_fifo_prefix(lengths, cap):
         assert 1 <= c.length <= chunks[i].length
         if i < len(out) - 1:
             assert c == chunks[i]
+
+
+def test_chunk_batch_samples_only_complete_chunks_of_the_prefix():
+    """A prefix's shortened last chunk no longer completes its prompt, so it samples nothing;
+    `chunk_rows` gives the same rows as lists."""
+    from sglang_duet.policy.batching import chunk_batch, chunk_rows
+
+    chunks = (PrefillChunk("a", 0, 100), PrefillChunk("b", 50, 300))
+    completes = (True, True)
+    whole = chunk_batch(chunks, None, completes)
+    assert whole.pairs() == [(100, 0), (300, 50)] and whole.sample.tolist() == [True, True]
+    prefix = truncate_chunks(chunks, 250)
+    cut = chunk_batch(prefix, chunks, completes)
+    assert cut.pairs() == [(100, 0), (150, 50)] and cut.sample.tolist() == [True, False]
+    assert chunk_rows(prefix, chunks, completes) == ([100, 150], [0, 50], 1)
+    # an equal chunk built anew still counts as the whole chunk
+    same = (PrefillChunk("a", 0, 100), PrefillChunk("b", 50, 300))
+    assert chunk_rows(same, chunks, completes)[2] == 2

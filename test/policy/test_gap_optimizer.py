@@ -27,3 +27,17 @@ def test_shrink_finds_a_fit_where_regula_falsi_stalls():
     size = sum(c.length for c in ch.prefill)
     assert fit - 100 <= size <= fit
     assert boundary_gap(ch.decode_s, ch.prefill_s, k_cap, t_alone) <= tau + 1e-12
+
+
+def test_boundary_gap_on_floats_equals_the_array_form():
+    """The scalar path (a chosen split's gap) computes what the array form does per entry."""
+    import numpy as np
+
+    t_d = [0.001, 0.02, 0.05, 0.07]
+    t_p = [0.3, 0.09, 0.2, 0.01]
+    for t_alone in (0.0, 0.03, 0.06):
+        for k in (1, 3, 8):
+            arr = boundary_gap(np.array(t_d), np.array(t_p), k, t_alone)
+            got = [boundary_gap(a, b, k, t_alone) for a, b in zip(t_d, t_p, strict=True)]
+            assert all(type(g) is float for g in got)
+            assert got == arr.tolist()

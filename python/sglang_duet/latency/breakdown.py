@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class Breakdown:
+class Breakdown(NamedTuple):
     """Predicted time of one iteration, seconds, plus its FLOPs and HBM bytes (one GPU).
 
     total_s = token_ops_s + attention_s + comm_s (all layers) + lm_head_s + host_s.
     `bytes` counts HBM traffic of the compute operators (weights, activations, KV cache), not
     NVLink traffic. `host_s`: CPU scheduling, kernel or graph launch and syncs of the pass.
+    A NamedTuple, not a frozen dataclass: several are built per plan, and a tuple is built
+    about 4x sooner (immutable either way).
     """
 
     total_s: float

@@ -8,8 +8,9 @@ full speed. So a memory-bound decode slows when a prefill's traffic competes wit
 gains from it.
 
 `interference.py` then adds the slowdown published co-runs show below this cap. `combine` works
-on two Breakdowns, `combine_totals` on arrays of total times (one entry per
-partition pair); they perform the same floating-point operations, so they agree bit for bit.
+on two Breakdowns, `combine_pair` on two total times, `combine_totals` on arrays of them (one
+entry per partition pair); they perform the same floating-point operations, so they agree bit
+for bit.
 """
 
 from __future__ import annotations
@@ -23,15 +24,23 @@ def combine(cap: float, d: Breakdown, p: Breakdown) -> tuple[Breakdown, Breakdow
     """(d, p) predicted alone -> (d, p) when they overlap; see the module docstring."""
     if d.total_s <= 0.0 or p.total_s <= 0.0:
         return d, p
-    demand = d.bytes / d.total_s + p.bytes / p.total_s
-    if demand <= cap:
+    d_new, p_new = combine_pair(cap, d.total_s, d.bytes, p.total_s, p.bytes)
+    if d_new == d.total_s and p_new == p.total_s:  # the demand fits
         return d, p
-    rho = cap / demand
-    short, long_ = (d, p) if d.total_s <= p.total_s else (p, d)
-    short_new = short.total_s / rho
-    long_new = long_.total_s + short.total_s * (1.0 / rho - 1.0)
-    d_new, p_new = (short_new, long_new) if short is d else (long_new, short_new)
     return stretched(d, d_new), stretched(p, p_new)
+
+
+def combine_pair(cap: float, t_d: float, bytes_d: float, t_p: float, bytes_p: float
+                 ) -> tuple[float, float]:
+    """`combine` on two alone totals (seconds, both > 0) and their bytes: the totals when the
+    two overlap."""
+    demand = bytes_d / t_d + bytes_p / t_p
+    if demand <= cap:
+        return t_d, t_p
+    rho = cap / demand
+    if t_d <= t_p:
+        return t_d / rho, t_p + t_d * (1.0 / rho - 1.0)
+    return t_d + t_p * (1.0 / rho - 1.0), t_p / rho
 
 
 def stretched(b: Breakdown, total_s: float) -> Breakdown:
@@ -51,7 +60,7 @@ def combine_totals(
     # (x / 1.0 == x, x + s * 0.0 == x)
     if positive:
         demand = bytes_d / t_d + bytes_p / t_p
-        if demand.max() <= cap:  # the usual case: fits at every pair, so nothing changes
+        if np.maximum.reduce(demand) <= cap:  # the usual case: fits at every pair, nothing changes
             return t_d, t_p
         rho = cap / np.maximum(demand, cap)
     else:  # a pair with an empty side (zero time) runs unchanged, as in `combine`

@@ -8,11 +8,12 @@ from typing import NamedTuple
 import numpy as np
 
 from . import reference
-from .batch import BatchLike, as_batch
+from .batch import Batch, BatchLike, as_batch
 from .breakdown import ZERO, Breakdown
 from .calibration import Calibration
-from .contention import combine, combine_totals, stretched
+from .contention import combine, combine_pair, combine_totals, stretched
 from .fast import Prepared, Rates, SmTable, check_pair, check_pairs
+from .fast.rows import rows_py
 from .fast.tables import OpSums
 from .hardware import HardwareSpec
 from .interference import Interference, resolve_interference, slowdown
@@ -110,6 +111,14 @@ class LatencyModel:
         """``predict(a.concat(b), sms)``, bit for bit, without building the concatenation."""
         return self._predict(Prepared.union(self, as_batch(a), as_batch(b)), sms, "scheduled")
 
+    def predict_with_rows(self, a: Batch, q: list[int], c: list[int], n_sample: int
+                          ) -> Breakdown:
+        """``predict_union(a, Batch(q, c, sample))`` where ``n_sample`` of the few rows (q, c)
+        sample, bit for bit, without building the second batch: the SLO-sized search's probes.
+        Trusted input: equal-length lists of ints >= 0 (a plan's chunks)."""
+        return self._predict(Prepared.union_rows(self, a, rows_py(q, c), n_sample), None,
+                             "scheduled")
+
     def predict_reference(self, batch: BatchLike, sms: int | None = None,
                           host: str = "scheduled") -> Breakdown:
         """`predict` computed by `reference.predict` (slow; what the fast path must equal)."""
@@ -164,6 +173,40 @@ class LatencyModel:
                                 self._k_pre * pd.nbytes, t_d, t_p, h_d, i_p)
             c_d, c_p = c_d + e_d, c_p + e_p
         return ConcurrentTable(c_d, c_p, t_d, t_p)
+
+    def predict_concurrent_lists(self, decode_batch: BatchLike, prefill_batch: BatchLike,
+                                 sms_decode: Sequence[int], sms_prefill: Sequence[int],
+                                 decode_host: str = "lookahead"
+                                 ) -> tuple[list[float], list[float]]:
+        """`predict_concurrent_table`'s ``(decode_s, prefill_s)`` as lists, entry by entry in
+        Python floats: the same values bit for bit (the same operations per entry), sooner for
+        a short menu, where numpy's per-call overhead costs more than the arithmetic (the
+        runtime's green-context menu has 6 entries)."""
+        tab_d, tab_p = self._table(sms_decode), self._table(sms_prefill)
+        check_pairs(self.hardware, tab_d, tab_p)
+        pd = Prepared.of(self, as_batch(decode_batch))
+        pp = Prepared.of(self, as_batch(prefill_batch))
+        if not (pd.tokens and pp.tokens):  # an empty side: the table's masked path
+            tab = self.predict_concurrent_table(decode_batch, prefill_batch, sms_decode,
+                                                sms_prefill, decode_host)
+            return tab.decode_s.tolist(), tab.prefill_s.tolist()
+        L, cap, inter = self.model.num_layers, self.bandwidth_cap, self.interference
+        h_d, h_p = self._host_of(pd, decode_host), self._host_of(pp, "spatial")
+        b_d, b_p = pd.nbytes, pp.nbytes
+        if inter is not None:  # as in predict_concurrent_table
+            k_d, m, k_p, i_p = self._k_dec * pp.flops, inter.decode_max, self._k_pre * b_d, (
+                L * pp.comm + h_p)
+        out_d: list[float] = []
+        out_p: list[float] = []
+        for r_d, r_p in zip(tab_d.rates, tab_p.rates, strict=True):
+            t_d, t_p = pd.total(r_d, L, h_d), pp.total(r_p, L, h_p)
+            c_d, c_p = combine_pair(cap, t_d, b_d, t_p, b_p)
+            if inter is not None:
+                e_d, e_p = slowdown(k_d, m, k_p, t_d, t_p, h_d, i_p)
+                c_d, c_p = c_d + e_d, c_p + e_p
+            out_d.append(c_d)
+            out_p.append(c_p)
+        return out_d, out_p
 
     def token_seconds_floor(self, sms: Sequence[int]) -> np.ndarray:
         """Per SM count, seconds per token that every batch's iteration takes at least: the

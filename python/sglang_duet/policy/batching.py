@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..latency import Batch
 from .state import PrefillChunk, ReqState
 
 
@@ -48,6 +49,27 @@ def form_chunked_batch(
     """Plain chunked-prefill batch: ``(decode rids, prefill chunks)``."""
     rids = tuple(r.rid for r in decodes)
     return rids, form_prefill_chunks(waiting, token_budget - len(rids))
+
+
+def chunk_batch(prefix: Sequence[PrefillChunk], chunks: Sequence[PrefillChunk] | None = None,
+                completes: Sequence[bool] = ()) -> Batch:
+    """The prefill batch of ``prefix``, a FIFO prefix of ``chunks`` whose ``completes`` flags
+    say which chunks finish their prompts (sample a token); a prefix's shortened last chunk no
+    longer does. ``chunks=None``: ``prefix`` is the whole of them."""
+    flags = list(completes) if chunks is None else _prefix_flags(prefix, chunks, completes)
+    return Batch.few([p.length for p in prefix], [p.start for p in prefix], flags)
+
+
+def chunk_rows(prefix: Sequence[PrefillChunk], chunks: Sequence[PrefillChunk],
+               completes: Sequence[bool]) -> tuple[list[int], list[int], int]:
+    """`chunk_batch` as lists (q, c, sampling rows), for `LatencyModel.predict_with_rows`."""
+    return ([p.length for p in prefix], [p.start for p in prefix],
+            sum(_prefix_flags(prefix, chunks, completes)))
+
+
+def _prefix_flags(prefix: Sequence[PrefillChunk], chunks: Sequence[PrefillChunk],
+                  completes: Sequence[bool]) -> list[bool]:
+    return [completes[j] and (p is chunks[j] or p == chunks[j]) for j, p in enumerate(prefix)]
 
 
 def truncate_chunks(chunks: Sequence[PrefillChunk], max_tokens: int) -> tuple[PrefillChunk, ...]:

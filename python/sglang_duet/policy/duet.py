@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 
 from ..latency import Batch
 from .backlog import BACKLOG_AUTO, BACKLOG_DECODE_SHARE, auto_share, check_share, split_only
-from .batching import chunk_waiting
+from .batching import chunk_batch, chunk_waiting
 from .correction import Correction
 from .gap_optimizer import search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
@@ -177,7 +177,7 @@ class DuetPolicy:
             if self.mode == "aggregated":
                 return self._aggregated(rids, (), dec, why)
             return self._decode_only(rids, self._predict_alone(dec), why)
-        pre = Batch([ch.length for ch in chunks], [ch.start for ch in chunks], list(completes))
+        pre = chunk_batch(chunks, None, completes)
         if n_d == 0:
             return self._aggregated(rids, chunks, pre, "no running decodes")
         dec = _decode_batch(decodes)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..latency import Batch
-from .batching import truncate_chunks
+from .batching import chunk_batch, truncate_chunks
 from .optimizer import SpatialChoice
 from .sm_menu import SmMenu
 from .small_menu import EPS as _EPS
@@ -65,7 +65,11 @@ def min_lookahead(t_d: np.ndarray, t_p: np.ndarray, tau: float, t_alone: float =
 
 
 def _over(t_d, t_alone: float):
-    """How much longer than ``t_d`` the step after the boundary can be (>= 0, seconds)."""
+    """How much longer than ``t_d`` the step after the boundary can be (>= 0, seconds; a float
+    for a float ``t_d``)."""
+    if type(t_d) is float:
+        over = t_alone - t_d
+        return over if over > 0.0 else 0.0
     return np.maximum(t_alone - t_d, 0.0)
 
 
@@ -185,12 +189,13 @@ def search_gap(
     ``decode_weight``: as in `best_gap_split`."""
     f_d, f_p = factors
     sizes, total = menu.decode_sizes, menu.total_sms
-    tab = lat.predict_concurrent_table(dec, pre, sizes, prefill_sizes, decode_host)
-    td, tp = tab.decode_s * f_d, tab.prefill_s * f_p
+    if len(sizes) <= SMALL_MENU:  # the same values, without numpy's per-call overhead
+        d_s, p_s = lat.predict_concurrent_lists(dec, pre, sizes, prefill_sizes, decode_host)
+        split, t_d, t_p = best_gap_split_small, [t * f_d for t in d_s], [t * f_p for t in p_s]
+    else:
+        tab = lat.predict_concurrent_table(dec, pre, sizes, prefill_sizes, decode_host)
+        split, t_d, t_p = best_gap_split, tab.decode_s * f_d, tab.prefill_s * f_p
     n_d, n_p = len(dec), sum(c.length for c in chunks)
-    split, t_d, t_p = best_gap_split, td, tp
-    if len(sizes) <= SMALL_MENU:  # the same result, without numpy's per-call overhead
-        split, t_d, t_p = best_gap_split_small, td.tolist(), tp.tolist()
     best = None
     if step_tau is not None and step_tau < tau:  # the target, relaxed towards tau in steps
         for j in range(RELAX_STEPS):
@@ -209,18 +214,17 @@ def search_gap(
                          decode_weight)
     if best is not None:
         i, k, obj = best
-        ch = SpatialChoice(sizes[i], total - sizes[i], k, chunks, float(td[i]), float(tp[i]),
-                           obj, True)
-        return ch, max(carry + ch.decode_s, float(boundary_gap(ch.decode_s, ch.prefill_s, k,
-                                                                t_alone)))
+        ch = SpatialChoice(sizes[i], total - sizes[i], k, chunks, float(t_d[i]),
+                           float(t_p[i]), obj, True)
+        return ch, max(carry + ch.decode_s, boundary_gap(ch.decode_s, ch.prefill_s, k, t_alone))
+    td, tp = np.asarray(t_d, np.float64), np.asarray(t_p, np.float64)
     step_ok = np.nonzero(td + carry <= tau + _EPS)[0]
     if step_ok.size and n_p > 1:
         i = int(step_ok[0])
         sd, sp = sizes[i], total - sizes[i]
 
         def evaluate(prefix: tuple[PrefillChunk, ...]) -> tuple[float, float]:
-            flags = [completes[j] and prefix[j] == chunks[j] for j in range(len(prefix))]
-            pb = Batch([c.length for c in prefix], [c.start for c in prefix], flags)
+            pb = chunk_batch(prefix, chunks, completes)
             bd, bp = lat.predict_concurrent(dec, pb, sd, sp, decode_host)
             return bd.total_s * f_d, bp.total_s * f_p
 

@@ -20,7 +20,7 @@ K * t_d is tried and kept if it raises the objective.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .batching import truncate_chunks
 from .sm_menu import SmMenu
@@ -34,9 +34,9 @@ _SHRINK_SLACK = 0.98  # aim a little below K * t_d so the refined size usually f
 _BOUND_MARGIN = 1e-9  # relative slack on the shrink bound for floating-point rounding
 
 
-@dataclass(frozen=True, slots=True)
-class SpatialChoice:
-    """One evaluated spatial candidate (times in seconds, objective in tokens per second)."""
+class SpatialChoice(NamedTuple):
+    """One evaluated spatial candidate (times in seconds, objective in tokens per second; a
+    NamedTuple: built every plan)."""
 
     sms_decode: int
     sms_prefill: int

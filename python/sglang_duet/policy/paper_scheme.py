@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..latency import Batch
+from .batching import chunk_batch
 from .plan import BatchPlan
 from .state import PrefillChunk
 
@@ -57,8 +58,7 @@ def paper_search(pol: DuetPolicy, rids: tuple[str, ...], chunks: tuple[PrefillCh
         n_tok = sum(c.length for c in ch)
         pb = batches.get(n_tok)
         if pb is None:  # a shrunk FIFO prefix: its last chunk no longer completes
-            flags = [completes[j] and ch[j] == chunks[j] for j in range(len(ch))]
-            pb = batches[n_tok] = Batch([c.length for c in ch], [c.start for c in ch], flags)
+            pb = batches[n_tok] = chunk_batch(ch, chunks, completes)
         bd, bp = predict_concurrent(dec, pb, sms_d, total - sms_d, pol.decode_host)
         return bd.total_s * f_d, bp.total_s * f_p
 

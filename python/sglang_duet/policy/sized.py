@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..latency import Batch
-from .batching import truncate_chunks
+from .batching import chunk_rows, truncate_chunks
 from .state import PrefillChunk
 
 if TYPE_CHECKING:
@@ -64,9 +64,7 @@ def size_aggregated(
         return None
 
     def predict(prefix: tuple[PrefillChunk, ...]) -> float:
-        flags = [completes[j] and prefix[j] == chunks[j] for j in range(len(prefix))]
-        pb = Batch([c.length for c in prefix], [c.start for c in prefix], flags)
-        return lat.predict_union(dec, pb).total_s * factor
+        return lat.predict_with_rows(dec, *chunk_rows(prefix, chunks, completes)).total_s * factor
 
     return _search(n, t_none - bound_s, t_all_floor - bound_s, bound_s,
                    lambda size: truncate_chunks(chunks, size), predict)

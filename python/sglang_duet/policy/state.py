@@ -20,6 +20,7 @@ Token accounting (the single rule every driver follows):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass(slots=True, init=False)
@@ -62,9 +63,11 @@ class ReqState:
         return self.prompt_len + self.generated - 1
 
 
-@dataclass(frozen=True, slots=True)
-class PrefillChunk:
-    """Prompt tokens ``[start, start + length)`` of request ``rid``, computed in one batch."""
+class PrefillChunk(NamedTuple):
+    """Prompt tokens ``[start, start + length)`` of request ``rid``, computed in one batch.
+
+    A NamedTuple (immutable, compared by value): plans build several every iteration, and a
+    tuple is built about 2x sooner than a frozen dataclass."""
 
     rid: str
     start: int

@@ -85,6 +85,9 @@ def _prefill_py(qs: list[int], cs: list[int]) -> KernelRows:
 
 def rows_py(qs: list[int], cs: list[int]) -> tuple[KernelRows, KernelRows]:
     """`kernel_rows` of a few rows, in Python."""
+    if len(qs) == 1 and qs[0] > 1:  # one prefill chunk (a sized or shrunk prefix): _prefill_py
+        q, c = qs[0], cs[0]
+        return NO_ROWS, KernelRows(1, q, c + q, q * c + q * (q + 1) // 2, qs, cs, c, c)
     if qs and 1 not in qs and 0 not in qs:  # prefill chunks only (the usual small batch)
         return NO_ROWS, _prefill_py(qs, cs)
     dc: list[int] = []

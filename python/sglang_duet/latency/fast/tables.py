@@ -127,19 +127,41 @@ class Prepared:
     @classmethod
     def union(cls, lm, a: Batch, b: Batch) -> Prepared:
         """What `of(lm, a.concat(b))` computes (exact integer sums), without the arrays."""
-        (d1, p1), (d2, p2) = a.kernels, b.kernels
-        return cls(lm, d1.merged(d2), p1.merged(p2), a.n_sample + b.n_sample)
+        return cls.union_rows(lm, a, b.kernels, b.n_sample)
 
-    def predict(self, r: Rates, layers: int, host: float) -> Breakdown:
-        """The Breakdown at one SM count's rates, with `host` seconds of host overhead."""
+    @classmethod
+    def union_rows(cls, lm, a: Batch, kernels: tuple[KernelRows, KernelRows], n_sample: int
+                   ) -> Prepared:
+        """`union` with a second batch given by its (decode, prefill) rows and sampling rows."""
+        (d1, p1), (d2, p2) = a.kernels, kernels
+        return cls(lm, d1.merged(d2), p1.merged(p2), a.n_sample + n_sample)
+
+    def _terms(self, r: Rates) -> tuple[float, float, float]:
+        """(token-op, attention seconds of one layer, LM head incl. gather) at rates `r`."""
         tok, head = r.ops_seconds(self.tokens, self.rows)
         if self.rows:
             head += self.gather
         att = (self.dec.seconds(r.x_dec, r.y_dec, r.t_dec)
                + self.pre.seconds(r.x_pre, r.y_pre, r.t_pre))
+        return tok, att, head
+
+    def predict(self, r: Rates, layers: int, host: float) -> Breakdown:
+        """The Breakdown at one SM count's rates, with `host` seconds of host overhead."""
+        tok, att, head = self._terms(r)
         comm = self.comm
-        return Breakdown(layers * (tok + att + comm) + head + host, layers * tok, layers * att,
+        return Breakdown(_total(layers, tok, att, comm, head, host), layers * tok, layers * att,
                          layers * comm, head, self.flops, self.nbytes, host)
+
+    def total(self, r: Rates, layers: int, host: float) -> float:
+        """``predict(r, layers, host).total_s``, without building the Breakdown."""
+        tok, att, head = self._terms(r)
+        return _total(layers, tok, att, self.comm, head, host)
+
+
+def _total(layers: int, tok: float, att: float, comm: float, head: float, host: float) -> float:
+    """An iteration's seconds from one layer's token-op, attention and link seconds, the LM
+    head's and the host's (`SmTable.totals` computes the same per SM count)."""
+    return layers * (tok + att + comm) + head + host
 
 
 class SmTable:
@@ -149,6 +171,7 @@ class SmTable:
         if not rates:
             raise ValueError("need at least one SM count")
         self.sms = sms
+        self.rates = rates  # per SM count, for the entry-by-entry path of short menus
 
         def grid(pick):  # [op][sm] -> (n_ops, n_sms) arrays of (compute, memory, fixed) rates
             cols = [pick(r) for r in rates]
