@@ -30,14 +30,17 @@ def pred(q, c, sample=None) -> float:
 def mem_fraction_for(tokens: int, model: str = "qwen3-8b", policy: str | None = None,
                      mode: str = "adaptive") -> float:
     """A --mem-fraction leaving room for about ``tokens`` KV tokens (no activation reserve) under
-    ``policy`` (duet's partition decode graphs take their memory too, as in the engine)."""
+    ``policy`` (duet's partition decode graphs and pdmux's per-group ones take their memory
+    too, as in the engine)."""
     spec = get_model(model)
     pages = -(-tokens // PAGE_SIZE)
     need = spec.weight_bytes + pages * PAGE_SIZE * spec.kv_bytes_per_token + 1
-    if policy is not None and get_policy(policy).partitions and mode != "aggregated":
-        cfg = SimConfig()
+    if policy is not None:  # the engine's rule: PolicySpec.extra_graphs
+        cfg = SimConfig(duet_mode=mode)
         menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes)
-        need += graph_memory_bytes(len(menu.graph_sizes), sglang_graph_max_bs(cfg.tp))
+        graphs = get_policy(policy).extra_graphs(cfg, menu)
+        if graphs:
+            need += graph_memory_bytes(graphs, sglang_graph_max_bs(cfg.tp))
     return need / get_hardware("h100-sxm").hbm_bytes
 
 

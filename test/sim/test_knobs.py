@@ -33,6 +33,17 @@ def test_duet_plans_with_the_runtimes_menu_and_pays_its_graph_memory(backend, n)
         chunked.kv_bytes_per_token)
 
 
+def test_pdmux_pays_its_per_group_decode_graphs_as_duet_pays_its_own():
+    """pdmux captures decode graphs once per stream group (8) instead of once: 7 captures more,
+    each kept out of the KV pool by the estimate duet's partition captures are."""
+    chunked = _sim("sglang-chunked").sizing
+    lost = (chunked.num_pages - _sim("sglang-pdmux").sizing.num_pages) * chunked.page_size
+    want = graph_memory_bytes(7, 256)
+    assert abs(lost * chunked.kv_bytes_per_token - want) <= chunked.page_size * (
+        chunked.kv_bytes_per_token)
+    assert _sim("vllm-chunked").sizing == chunked == _sim("sglang-default").sizing
+
+
 def test_smaller_partitions_reach_the_menu():
     sim = _sim("duet", partition_min_sms=8, decode_graph_sizes=0)
     assert sim.menu.decode_sizes == tuple(range(8, 125, 8))

@@ -16,7 +16,9 @@ Duet's SM partitions are the ones the runtime builds for ``partition_backend``
 (``partition.plan.plan_menu``, the rule ``runtime.components.build_menu`` applies), with their
 decode-graph memory kept out of the KV pool as the runtime keeps it
 (``partition.plan.graph_memory_bytes``) and the spatial decode step's host time that of a graph
-replay only on graph sizes.
+replay only on graph sizes. A baseline that captures more decode graphs than SGLang's usual
+one (pdmux: one set per stream group) has them kept out by the same estimate
+(``PolicySpec.extra_graphs``).
 """
 
 from __future__ import annotations
@@ -90,9 +92,9 @@ class Simulation:
         self.model = model
         self.menu = self._menu(cfg, hw)
         reserve = int(cfg.activation_reserve_gb * 1e9)
-        if self.spec.partitions and cfg.duet_mode != "aggregated":  # duet's partition graphs
-            reserve += graph_memory_bytes(len(self.menu.graph_sizes),
-                                          cfg.graph_max_bs or sglang_graph_max_bs(cfg.tp))
+        graphs = self.spec.extra_graphs(cfg, self.menu)  # duet's partitions, pdmux's groups
+        if graphs:
+            reserve += graph_memory_bytes(graphs, cfg.graph_max_bs or sglang_graph_max_bs(cfg.tp))
         page = cfg.page_size or PAGE_SIZE
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, reserve, page,

@@ -24,7 +24,7 @@ from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState
 
 from ..config import SimConfig
 from .baselines import ChunkedPolicy, PrefillFirstPolicy
-from .pdmux import PdmuxPolicy
+from .pdmux import SM_GROUP_NUM, PdmuxPolicy
 
 __all__ = ["POLICIES", "PlanContext", "Planner", "PolicySpec", "check_config", "get_policy",
            "policy_names"]
@@ -55,8 +55,10 @@ class PlanContext:
 @dataclass(frozen=True)
 class PolicySpec:
     """``budget``: the system's own prefill budget field of SimConfig (tokens), default
-    ``token_budget``; ``partitions``: it runs on duet's partition menu (its graph memory is
-    kept out of the KV pool); ``split_forward``: pdmux's layer slicing applies."""
+    ``token_budget``; ``partitions``: it runs on duet's partition menu; ``split_forward``:
+    pdmux's layer slicing applies; ``extra_graphs(cfg, menu)``: decode CUDA-graph captures the
+    system makes beyond SGLang's usual one, whose memory the engine keeps out of the KV pool
+    (the same estimate per capture for every system, `partition.plan.graph_memory_bytes`)."""
 
     name: str
     description: str
@@ -67,6 +69,7 @@ class PolicySpec:
     budget: str = "token_budget"
     partitions: bool = False
     split_forward: bool = False
+    extra_graphs: Callable[[SimConfig, MenuPlan], int] = lambda cfg, menu: 0  # noqa: E731
 
     def token_budget(self, cfg: SimConfig) -> int:
         return int(getattr(cfg, self.budget))
@@ -95,6 +98,22 @@ def _prefill_first(ctx: PlanContext) -> Planner:
     return PrefillFirstPolicy(ctx.latency.hardware.num_sms, ctx.token_budget)
 
 
+def _partition_graphs(cfg: SimConfig, menu: MenuPlan) -> int:
+    """Duet's decode captures, one per partition size with graphs (none when aggregated), as
+    the runtime makes them (`runtime.decode_graphs.capture`) and reserves for them
+    (`reserve_for_partitions`)."""
+    return len(menu.graph_sizes) if cfg.duet_mode != "aggregated" else 0
+
+
+def _pdmux_graphs(cfg: SimConfig, menu: MenuPlan) -> int:
+    """pdmux captures its decode graphs once per stream group instead of once (SGLang's
+    ``DecodeCudaGraphRunner`` capture loop over ``get_stream_groups()``, each group with a decode
+    attention backend of its own from ``decode_attn_backend_group``,
+    ``attention_backend_setup.py``): ``sm_group_num - 1`` captures more, the same kind of
+    capture as each of duet's partition graphs."""
+    return SM_GROUP_NUM - 1
+
+
 def _pdmux(ctx: PlanContext) -> Planner:
     hw = ctx.latency.hardware
     return PdmuxPolicy(hw.num_sms, hw.name, ctx.token_budget, ctx.cfg.pdmux_decode_bs_divisor)
@@ -104,16 +123,18 @@ POLICIES: dict[str, PolicySpec] = {
     spec.name: spec
     for spec in (
         PolicySpec("duet", "DuetPolicy: aggregated/spatial switch, spatial gap bounded by tau",
-                   _duet_with("gap"), partitions=True),
+                   _duet_with("gap"), partitions=True, extra_graphs=_partition_graphs),
         PolicySpec("duet-paper", "DuetPolicy, the paper's synchronous spatial scheme "
-                   "(t_d <= tau only)", _duet_with("paper"), partitions=True),
+                   "(t_d <= tau only)", _duet_with("paper"), partitions=True,
+                   extra_graphs=_partition_graphs),
         PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm"),
         PolicySpec("sglang-chunked", "SGLang mixed chunked prefill", _chunked),
         PolicySpec("sglang-default", "SGLang default: prefill-only batches first",
                    _prefill_first),
         PolicySpec("sglang-pdmux", "SGLang 0.5.17 PD-multiplexing: green-context groups by "
                    "decode batch, unchunked prefill, free-running decode", _pdmux,
-                   free_running=True, budget="pdmux_max_prefill_tokens", split_forward=True),
+                   free_running=True, budget="pdmux_max_prefill_tokens", split_forward=True,
+                   extra_graphs=_pdmux_graphs),
         PolicySpec("dynamo", "Dynamo xPyD (vLLM workers): prefill GPUs + decode GPUs, KV "
                    "transfer", _chunked, "vllm", topology="disagg"),
     )

@@ -32,12 +32,14 @@ Scheduling -- ``sglang/srt/multiplex/multiplexing_mixin.py``:
   ``schedule_policy.py`` ``PrefillAdder.add_one_req``).
 
 Each decode step pays a CPU-scheduled pass's host time (the executor, from the latency model's
-host term). Costs the model leaves out (so this baseline is, if anything, favoured): the stream
-synchronisations at every group switch, the host work of each layer slice, the TP all-reduce of
-the completion flag every loop, decode
-CUDA graphs captured per stream group on green contexts (SGLang warns of slowdowns with torch
->= 2.7), and decode steps whose batch shrinks or contexts grow during a long prefill (timed at
-the first step's batch here).
+host term). Decode CUDA graphs are captured once per stream group (``DecodeCudaGraphRunner``'s
+capture loop over ``get_stream_groups()``, each group with a decode attention backend of its
+own): their memory is kept out of the KV pool by the estimate duet's partition captures pay
+(`sim.policies` ``_pdmux_graphs``). Costs the model leaves out (so this baseline is, if
+anything, favoured): the stream synchronisations at every group switch, the host work of each
+layer slice, the TP all-reduce of the completion flag every loop, graph replays on green
+contexts being slower (SGLang warns of it with torch >= 2.7), and decode steps whose batch
+shrinks or contexts grow during a long prefill (timed at the first step's batch here).
 """
 
 from __future__ import annotations
