@@ -106,8 +106,9 @@ def markdown(result: dict[str, Any]) -> str:
              f"{cl['target']:.0%} of the window's requests meet both SLOs (`sim/steady.py`). "
              "Best-tuned: coordinate descent over each system's knobs (`tuning.py`). "
              "2x run: the best setting's capacity with twice the requests; where it fell by "
-             "more than 5%, the best-tuned capacity is the 2x run's (defaults: the shorter "
-             "run's). Sarathi: median "
+             "more than 5%, the best-tuned capacity is the 2x run's, and every other setting "
+             "whose shorter run beat that figure is length-checked too, the highest figure "
+             "winning (defaults: the shorter run's). Sarathi: median "
              "scheduling delay <= 2 s and P99 TBT <= tau. Saturation: served req/s at twice "
              "the capacity. At capacity: P99 TBT over all gaps, P99 TTFT.", "",
              "| policy | default | best-tuned | best setting | 2x run | Sarathi | saturation "
@@ -133,10 +134,16 @@ def markdown(result: dict[str, Any]) -> str:
     carried = {p: r["carried_from"] for p, r in result["policies"].items()
                if r.get("carried_from")}
     if carried:
-        lines += ["", "Carried from an earlier sweep of the same cluster (`--keep-others`: "
-                  "the change in between touched only the other policies' code): " +
+        lines += ["", "Carried from an earlier sweep of the same cluster (`--keep-others`; "
+                  "the capacity README says why they were not rerun): " +
                   "; ".join(f"{p} at {str(c.get('commit'))[:12]}" for p, c in carried.items())
                   + "."]
+    checked = {p: r["best"]["length_checked"] for p, r in result["policies"].items()
+               if len(r["best"].get("length_checked", ())) > 1}
+    if checked:
+        lines += ["", "Settings length-checked after the best one's 2x run fell: " + "; ".join(
+            f"{p}: " + ", ".join(f"{c['setting']} {_cap(c['capacity_qps'])}" for c in rows)
+            for p, rows in checked.items()) + "."]
     moved = [p for p, r in result["policies"].items()
              if r["best"].get("run_length") and not r["best"]["run_length"]["ok"]]
     lines += ["", "Run-length check: " + ("every best-tuned capacity moved by <= 5% with twice "

@@ -96,6 +96,33 @@ def test_a_longer_run_that_fails_lower_sets_the_capacity(monkeypatch, long_limit
         assert rl["ok"] == (long_limit == 31.0)
 
 
+def test_a_setting_that_holds_over_the_longer_run_beats_one_that_drifts(monkeypatch):
+    """token_budget 1024 wins the shorter runs (30) but drifts to 24 over twice the requests;
+    256 (28 in both) is then length-checked too and is the best-tuned setting; 8192 (10) and
+    the other values (20) and the default (25 < 28) cannot beat 28 and are not."""
+    short = {1024: 30.0, 256: 28.0, 8192: 10.0}
+    long = {1024: 24.0, 256: 28.0}
+
+    def limit(s, n):
+        tb = dict(s.knobs).get("token_budget")
+        if tb is None:  # the default
+            return 25.0
+        return (short if n == 100 else long).get(tb, short.get(tb, 20.0))
+
+    ev, calls = _fake_evaluate(limit)
+    monkeypatch.setattr(search, "evaluate", ev)
+    monkeypatch.setattr(sweep, "evaluate", ev)
+    cfg = sweep.SweepConfig(Cluster("azure-code"), ("sglang-chunked",), 100, 8.0)
+    b = sweep.sweep_policy(cfg, "sglang-chunked")["best"]
+    assert b["setting"] == {"token_budget": 256} and "capacity_from" not in b
+    assert 28 / 1.025 <= b["capacity_qps"] <= 28.0 and b["run_length"]["ok"]
+    assert [c["setting"] for c in b["length_checked"]] == ["token_budget=1024",
+                                                            "token_budget=256"]
+    assert b["length_checked"][0]["capacity_qps"] <= 24.0
+    long_runs = {dict(s.knobs).get("token_budget") for s, _, n in calls if n == 200}
+    assert long_runs == {1024, 256}
+
+
 def test_tiny_sweep_writes_json_plot_and_table_and_reuses_its_cache(tmp_path, monkeypatch):
     argv = ["--trace", "azure-code", "--policies", "duet,sglang-chunked", "--requests", "120",
             "--start-qps", "8", "--quick", "--jobs", "1", "--quiet", "--out", str(tmp_path)]
