@@ -164,10 +164,19 @@ def write(result: dict[str, Any], out_dir: str) -> tuple[str, str]:
     return base + ".png", base + ".md"
 
 
+INDEX_TITLE = "# Capacity on the simulator"
+
+
 def write_index(out_dir: str) -> str:
     """README.md of the results folder: the summary table (when summary.json exists), then every
-    sweep's table, sorted by file name."""
-    parts = ["# Capacity on the simulator", "",
+    sweep's table, sorted by file name. A README this did not write (a study's own, in a folder
+    given to ``--out``) is left as it is."""
+    path = os.path.join(out_dir, "README.md")
+    if os.path.exists(path):
+        with open(path) as f:
+            if f.readline().rstrip("\n") != INDEX_TITLE:
+                return path
+    parts = [INDEX_TITLE, "",
              "Written by `python -m benchmark.capacity` and `python -m benchmark.capacity.summary` "
              "(`make capacity`); one section per sweep (`<trace>-<model>-tp<tp>.{json,png,md}`). "
              "Simulated, not measured on GPUs. `before/`: earlier figures, with why they were "
@@ -182,7 +191,6 @@ def write_index(out_dir: str) -> str:
         if os.path.basename(md) != "README.md":
             with open(md) as f:
                 parts.append(f.read())
-    path = os.path.join(out_dir, "README.md")
     with open(path, "w") as f:
         f.write("\n".join(parts))
     return path

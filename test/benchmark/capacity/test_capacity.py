@@ -214,3 +214,22 @@ def test_the_point_cache_hash_leaves_out_only_what_the_simulator_never_imports()
             "print(bad); sys.exit(1 if bad else 0)")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert got.returncode == 0, got.stdout + got.stderr
+
+
+def test_the_index_leaves_a_study_readme_alone(tmp_path):
+    """A folder given to --out may hold a study's own README: the index does not replace it,
+    and it rewrites its own."""
+    from benchmark.capacity.report import INDEX_TITLE, write_index
+
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "README.md").write_text("# A study\n\nprose\n")
+    write_index(str(study))
+    assert (study / "README.md").read_text() == "# A study\n\nprose\n"
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "README.md").write_text(INDEX_TITLE + "\n\nstale\n")
+    (index / "case.md").write_text("### case\n")
+    write_index(str(index))
+    body = (index / "README.md").read_text()
+    assert body.startswith(INDEX_TITLE) and "stale" not in body and "### case" in body
