@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware, get_model
-from sglang_duet.partition.plan import graph_memory_bytes, plan_menu
+from sglang_duet.partition.plan import plan_menu
 from sglang_duet.sim import SimConfig, Workload, get_policy, simulate, summarize
-from sglang_duet.sim.caps import sglang_graph_max_bs
 from sglang_duet.sim.kvcache import PAGE_SIZE
 
 
@@ -38,9 +37,7 @@ def mem_fraction_for(tokens: int, model: str = "qwen3-8b", policy: str | None = 
     if policy is not None:  # the engine's rule: PolicySpec.extra_graphs
         cfg = SimConfig(duet_mode=mode)
         menu = plan_menu(cfg.partition_backend, cfg.hardware, cfg.decode_graph_sizes)
-        graphs = get_policy(policy).extra_graphs(cfg, menu)
-        if graphs:
-            need += graph_memory_bytes(graphs, sglang_graph_max_bs(cfg.tp))
+        need += get_policy(policy).graph_reserve_bytes(cfg, menu)
     return need / get_hardware("h100-sxm").hbm_bytes
 
 

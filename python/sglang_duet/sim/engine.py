@@ -32,11 +32,10 @@ from dataclasses import dataclass, field
 
 from sglang_duet.latency import Calibration, LatencyModel, get_hardware
 from sglang_duet.latency.model import resolve_model
-from sglang_duet.partition.plan import MenuPlan, graph_memory_bytes, menu_for, plan_menu
+from sglang_duet.partition.plan import MenuPlan, menu_for, plan_menu
 from sglang_duet.partition.sizes import GPU_SHAPES, tpc_granularity
 
 from .arrivals import Workload
-from .caps import sglang_graph_max_bs
 from .config import SimConfig
 from .costs import RunCosts
 from .disagg import Disagg
@@ -92,9 +91,7 @@ class Simulation:
         self.model = model
         self.menu = self._menu(cfg, hw)
         reserve = int(cfg.activation_reserve_gb * 1e9)
-        graphs = self.spec.extra_graphs(cfg, self.menu)  # duet's partitions, pdmux's groups
-        if graphs:
-            reserve += graph_memory_bytes(graphs, cfg.graph_max_bs or sglang_graph_max_bs(cfg.tp))
+        reserve += self.spec.graph_reserve_bytes(cfg, self.menu)  # duet's, pdmux's captures
         page = cfg.page_size or PAGE_SIZE
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, reserve, page,

@@ -19,9 +19,10 @@ from typing import Literal, Protocol
 
 from sglang_duet.args import target_tbt_s
 from sglang_duet.latency import LatencyModel
-from sglang_duet.partition.plan import MenuPlan
+from sglang_duet.partition.plan import MenuPlan, graph_memory_bytes
 from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState
 
+from ..caps import sglang_graph_max_bs
 from ..config import SimConfig
 from .baselines import ChunkedPolicy, PrefillFirstPolicy
 from .pdmux import SM_GROUP_NUM, PdmuxPolicy
@@ -52,6 +53,11 @@ class PlanContext:
     cfg: SimConfig
 
 
+def _no_graphs(cfg: SimConfig, menu: MenuPlan) -> int:
+    """SGLang's usual one decode capture, which the activation reserve covers."""
+    return 0
+
+
 @dataclass(frozen=True)
 class PolicySpec:
     """``budget``: the system's own prefill budget field of SimConfig (tokens), default
@@ -69,13 +75,19 @@ class PolicySpec:
     budget: str = "token_budget"
     partitions: bool = False
     split_forward: bool = False
-    extra_graphs: Callable[[SimConfig, MenuPlan], int] = lambda cfg, menu: 0  # noqa: E731
+    extra_graphs: Callable[[SimConfig, MenuPlan], int] = _no_graphs
 
     def token_budget(self, cfg: SimConfig) -> int:
         return int(getattr(cfg, self.budget))
 
     def split_forward_budget(self, cfg: SimConfig) -> int | None:
         return cfg.pdmux_split_forward_budget if self.split_forward else None
+
+    def graph_reserve_bytes(self, cfg: SimConfig, menu: MenuPlan) -> int:
+        """Bytes of the KV pool the system's extra decode-graph captures take."""
+        graphs = self.extra_graphs(cfg, menu)
+        return graph_memory_bytes(graphs, cfg.graph_max_bs or sglang_graph_max_bs(cfg.tp)
+                                  ) if graphs else 0
 
 
 def _duet_with(scheme: str) -> Callable[[PlanContext], Planner]:
