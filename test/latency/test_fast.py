@@ -282,3 +282,21 @@ def test_predict_with_rows_equals_predict_union(make_lm, ctx, pre, model, data):
     got = lm.predict_with_rows(dec, q, c, sum(sample))
     assert got == lm.predict_union(dec, Batch(q, c, sample))
     assert got.total_s == lm.predict_union(dec, Batch(q, c, sample)).total_s
+
+
+@pytest.mark.parametrize("model", [("qwen3-8b", 1), ("qwen3-14b", 2)])
+def test_growth_floor_tangent_and_key_bound_every_prediction(make_lm, model):
+    """`growth_floor(n0)`: the token operators' time at n0 plus its slope times (n - n0) stays
+    at or below their predicted time at every n (a tangent of a convex function), equals it at
+    n0, and attention takes at least ``key`` seconds per attended key."""
+    lm = make_lm(model[0], "h100-sxm", model[1])
+    rng = np.random.default_rng(7)
+    for n0 in (1, 64, 300, 2048, 9000):
+        tok, slope, key = lm.growth_floor(n0)
+        assert lm.predict(Batch.decode(n0, 100)).token_ops_s == pytest.approx(tok, rel=1e-12)
+        for n in rng.integers(1, 20000, 40):
+            qs, cs = rng.multinomial(int(n), [0.5, 0.5]) + 1, rng.integers(0, 9000, 2)
+            b = _batch([(int(q), int(c)) for q, c in zip(qs, cs, strict=True)])
+            got = lm.predict(b)
+            assert got.token_ops_s >= (tok + slope * (b.tokens - n0)) * (1 - 1e-12)
+            assert got.attention_s >= key * b.attended_sum * (1 - 1e-12)

@@ -113,3 +113,67 @@ def test_prompts_under_one_align_step_are_sized_too(make_lm, where, seed):
     if best >= chunks[0].length // 4:
         assert got is not None and got.time_s <= bound
         assert got.tokens <= best
+
+
+@pytest.mark.parametrize("where", ["8b", "14b-tp2", "cpu"])
+@pytest.mark.parametrize("seed", range(25))
+def test_rate_bound_exceeds_every_fitting_prefix(make_lm, where, seed):
+    """`rate_bound` is at least ``P / t(P)`` for every prefix that fits the bound, whichever
+    tangent point ``near`` it is given (any tangent of the convex token-operator time bounds
+    it), with a correction factor, TP's all-reduce and the CPU profile's host costs."""
+    from sglang_duet.policy.sized import rate_bound
+
+    lat = {"8b": make_lm, "14b-tp2": lambda: make_lm("qwen3-14b", tp=2),
+           "cpu": _cpu_lm}[where]()
+    rng = np.random.default_rng(500 + seed)
+    dec, chunks, completes = _case(rng)
+    factor = float(rng.uniform(0.8, 1.3))
+    alone = lat.predict(dec)
+    n = sum(c.length for c in chunks)
+    t_all = _mixed_s(lat, dec, chunks, completes, chunks) * factor
+    bound = float(rng.uniform(alone.total_s * factor, t_all * 1.1))
+    sizes = sorted({int(p) for p in rng.integers(1, n + 1, 60)} | {1, n})
+    fits = [p / t for p in sizes
+            if (t := _mixed_s(lat, dec, chunks, completes, truncate_chunks(chunks, p)) * factor)
+            <= bound]
+    for near in (0, int(rng.integers(1, n + 1)), n):
+        ub = rate_bound(lat, alone, len(dec), chunks[0], n, bound, factor, near)
+        assert all(r <= ub for r in fits), (near, ub, max(fits))
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_the_rate_bound_never_changes_a_plan(make_lm, seed, monkeypatch):
+    """Plans over a serving-like stream (decodes advance, some finish) on the runtime's menu are
+    the same with the rate bound's skip as with it off (every sized search run). The draws put
+    many sized batches within a few per cent of the best split's rate, where a bound that was
+    even 3% too low would change plans."""
+    from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
+    from sglang_duet.partition.plan import plan_menu
+    from sglang_duet.policy import DuetPolicy, ReqState
+    from sglang_duet.policy import sized as sized_mod
+
+    rng = np.random.default_rng(900 + seed)
+    tau = float(rng.choice([0.05, 0.1, 0.2, 0.4]))
+    base = int(rng.integers(500, 20000))
+    decodes = [ReqState(f"d{i}", int(c), int(c), 1)
+               for i, c in enumerate(rng.integers(base // 2, base * 2, int(rng.integers(1, 300))))]
+    waiting = [ReqState(f"w{i}", int(p), 0, 0)
+               for i, p in enumerate(rng.integers(16, 40000, int(rng.integers(1, 4))))]
+    menu = plan_menu("green-ctx", "h100-sxm")
+
+    def stream(skip: bool) -> list:
+        if not skip:
+            monkeypatch.setattr(sized_mod, "rate_bound", lambda *a: float("inf"))
+        lat = make_lm()
+        lat = type(lat)(lat.hardware, lat.model, None, DEFAULT_INTERFERENCE)
+        pol = DuetPolicy("adaptive", tau, max_lookahead=16, latency=lat, menu=menu.sm_menu,
+                         decode_host=menu.decode_host)
+        out, ds = [], list(decodes)
+        for step in range(40):
+            out.append(pol.plan(ds, waiting))
+            ds = [ReqState(r.rid, r.prompt_len, r.computed, r.generated + 1)
+                  for j, r in enumerate(ds) if (j + step) % 37]
+        monkeypatch.undo()
+        return out
+
+    assert stream(True) == stream(False)

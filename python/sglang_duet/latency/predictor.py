@@ -58,6 +58,7 @@ class LatencyModel:
         self._rates: dict[int, Rates] = {}
         self._tables: dict[tuple[int, ...], SmTable] = {}
         self._floors: dict[tuple[int, ...], np.ndarray] = {}
+        self._growth: dict[int, tuple[float, float, float]] = {}  # growth_floor, per token count
         self.memo_key = object()  # this model's slot in Batch.memo / KernelRows.memo
         self._host = {(d, k): reference.host_fixed(model, cal, d, k)
                       for d in (False, True) for k in reference.HOST_KINDS}
@@ -218,6 +219,29 @@ class LatencyModel:
             floor = self._floors[key] = self.model.num_layers * self._table(key).floor
             floor.flags.writeable = False
         return floor
+
+    def growth_floor(self, tokens: int) -> tuple[float, float, float]:
+        """What a whole-GPU iteration's time grows by, at least, all layers: ``(T, slope, key)``
+        with T the token operators' seconds at ``tokens`` tokens and ``slope`` their seconds per
+        token just above it, so that T + slope * (n - tokens) stays below their time at any n
+        (each operator's ``max(f * n, b * n + w)`` is convex in n: a tangent stays below it);
+        ``key``: attention seconds per attended key, at least (a row takes at least its keys'
+        compute on the cheaper kernel). The SLO-sized search's rate bound (`policy.sized`), which
+        asks at multiples of 64 tokens: memoised."""
+        hit = self._growth.get(tokens)
+        if hit is None:
+            r = self._rates_for(None)
+            slope = seconds = 0.0
+            for kf, kb, kw in r.token:
+                x, y = kf * tokens, kb * tokens + kw
+                seconds += x if x > y else y
+                slope += kf if x > y else kb if x < y else max(kf, kb)
+            layers = self.model.num_layers
+            if len(self._growth) >= 1024:
+                self._growth.clear()
+            hit = self._growth[tokens] = (layers * seconds, layers * slope,
+                                          layers * min(r.x_pre, r.x_dec))
+        return hit
 
     def explain(self, batch: BatchLike, sms: int | None = None) -> list[dict[str, object]]:
         """Per-operator rows (name, class, count, flops, bytes, seconds, bound) of one iteration;
