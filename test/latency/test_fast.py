@@ -284,6 +284,20 @@ def test_predict_with_rows_equals_predict_union(make_lm, ctx, pre, model, data):
     assert got.total_s == lm.predict_union(dec, Batch(q, c, sample)).total_s
 
 
+@SETTINGS
+@given(st.lists(st.integers(0, 300000), max_size=300), st.integers(1, 40000),
+       st.integers(0, 300000), st.integers(0, 1), MODELS, st.booleans())
+def test_total_with_rows_equals_predict_with_rows(make_lm, ctx, q, c, n_sample, model, mixed):
+    """The sized search's one-row probe equals `predict_with_rows`' total bit for bit, for
+    decode-only batches (its fast path: q >= 2) and any other (the general path)."""
+    lm = make_lm(model[0], "h100-sxm", model[1])
+    dec = Batch.decode_steps(ctx)
+    if mixed:  # a batch with a prefill row of its own: not the fast path's case
+        dec = dec.concat(Batch([3000], [500], [True]))
+    assert lm.total_with_rows(dec, [q], [c], n_sample) == (
+        lm.predict_with_rows(dec, [q], [c], n_sample).total_s)
+
+
 @pytest.mark.parametrize("model", [("qwen3-8b", 1), ("qwen3-14b", 2)])
 def test_growth_floor_tangent_and_key_bound_every_prediction(make_lm, model):
     """`growth_floor(n0)`: the token operators' time at n0 plus its slope times (n - n0) stays

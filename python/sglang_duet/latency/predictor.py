@@ -120,6 +120,17 @@ class LatencyModel:
         return self._predict(Prepared.union_rows(self, a, rows_py(q, c), n_sample), None,
                              "scheduled")
 
+    def total_with_rows(self, a: Batch, q: list[int], c: list[int], n_sample: int) -> float:
+        """``predict_with_rows(a, q, c, n_sample).total_s``, bit for bit; for one prefill row
+        beside a decode-only ``a`` (the SLO-sized search's usual probe: a prefix within the
+        first chunk) without building the row's batch records (`Prepared.total_with_row`)."""
+        if len(q) == 1 and q[0] > 1:
+            pa = Prepared.of(self, a)
+            if pa.tokens and not pa.pre.n:
+                return pa.total_with_row(self, self._rates_for(None), q[0], c[0], n_sample,
+                                         self._host[False, "scheduled"])
+        return self.predict_with_rows(a, q, c, n_sample).total_s
+
     def predict_reference(self, batch: BatchLike, sms: int | None = None,
                           host: str = "scheduled") -> Breakdown:
         """`predict` computed by `reference.predict` (slow; what the fast path must equal)."""

@@ -65,7 +65,7 @@ def size_aggregated(
         return None
 
     def predict(prefix: tuple[PrefillChunk, ...]) -> float:
-        return lat.predict_with_rows(dec, *chunk_rows(prefix, chunks, completes)).total_s * factor
+        return lat.total_with_rows(dec, *chunk_rows(prefix, chunks, completes)) * factor
 
     return _search(n, t_none - bound_s, t_all_floor - bound_s, bound_s,
                    lambda size: truncate_chunks(chunks, size), predict)

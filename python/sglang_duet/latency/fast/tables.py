@@ -136,6 +136,31 @@ class Prepared:
         (d1, p1), (d2, p2) = a.kernels, kernels
         return cls(lm, d1.merged(d2), p1.merged(p2), a.n_sample + n_sample)
 
+    def total_with_row(self, lm, r: Rates, q: int, c: int, n_sample: int, host: float
+                       ) -> float:
+        """``union_rows(lm, a, rows_py([q], [c]), n_sample).total(r, L, host')`` for this
+        decode-only batch ``a`` and one prefill row (q >= 2 new tokens after c cached), bit for
+        bit (the same operations in the same order), without building that row's KernelRows,
+        AttnRows and Prepared: the SLO-sized search's probe. ``host``: the mixed batch's fixed
+        host seconds (its per-row part is added here, as `LatencyModel._host_of` does)."""
+        a = lm.att
+        bpq, bpkv = a.bytes_per_q, a.bytes_per_kv
+        tokens, rows = self.tokens + q, self.rows + n_sample
+        attended, kv = q * c + q * (q + 1) // 2, c + q
+        # the row's attention: one row is on one side of t (AttnRows with r_lo == r_hi)
+        if r.t_pre >= attended / (bpq * q + bpkv * kv):
+            pre = r.y_pre * (bpq * float(q) + bpkv * float(kv))
+        else:
+            pre = r.x_pre * float(attended)
+        tok, head = r.ops_seconds(tokens, rows)
+        comm = 0.0
+        if lm.model.tp > 1:
+            comm, gather = lm.link_seconds(tokens, rows)
+            if rows:
+                head += gather
+        att = self.dec.seconds(r.x_dec, r.y_dec, r.t_dec) + pre
+        return _total(lm.model.num_layers, tok, att, comm, head, host + rows * lm._host_row)
+
     def _terms(self, r: Rates) -> tuple[float, float, float]:
         """(token-op, attention seconds of one layer, LM head incl. gather) at rates `r`."""
         tok, head = r.ops_seconds(self.tokens, self.rows)
