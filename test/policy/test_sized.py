@@ -137,8 +137,28 @@ def test_rate_bound_exceeds_every_fitting_prefix(make_lm, where, seed):
             if (t := _mixed_s(lat, dec, chunks, completes, truncate_chunks(chunks, p)) * factor)
             <= bound]
     for near in (0, int(rng.integers(1, n + 1)), n):
-        ub = rate_bound(lat, alone, len(dec), chunks[0], n, bound, factor, near)
+        ub = rate_bound(lat, alone, len(dec), chunks, n, bound, factor, near)
         assert all(r <= ub for r in fits), (near, ub, max(fits))
+
+
+@pytest.mark.parametrize("lengths", [(5000,), (1, 1, 4000), (1, 300)])
+@pytest.mark.parametrize("near", [0, 200, 4000])
+def test_rate_bound_covers_one_token_prefixes(make_lm, lengths, near):
+    """A prefix of one-token rows (P = 1, and up to the first chunk longer than a token) runs in
+    the decode kernel with a decode-only pass's host time, below a mixed batch's: with the bound
+    just above its time, only such a P fits, and the rate bound still covers it."""
+    from sglang_duet.policy.sized import rate_bound
+
+    lat = make_lm()
+    dec = Batch.decode_steps([1000, 3000])
+    chunks = tuple(PrefillChunk(f"w{i}", 0, n) for i, n in enumerate(lengths))
+    completes = (True,) * len(chunks)
+    n = sum(lengths)
+    ones = next(i for i, c in enumerate(chunks) if c.length > 1) + 1
+    t = _mixed_s(lat, dec, chunks, completes, truncate_chunks(chunks, ones))
+    assert t < _mixed_s(lat, dec, chunks, completes, truncate_chunks(chunks, ones + 1))
+    ub = rate_bound(lat, lat.predict(dec), len(dec), chunks, n, t, 1.0, near)
+    assert ub >= ones / t
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -97,11 +97,11 @@ def _search(n: int, f_lo: float, f_hi: float, bound_s: float,
     return found
 
 
-def rate_bound(lat: LatencyModel, alone: Breakdown, n_d: int, first: PrefillChunk, n: int,
-               bound_s: float, factor: float, near: int) -> float:
+def rate_bound(lat: LatencyModel, alone: Breakdown, n_d: int, chunks: tuple[PrefillChunk, ...],
+               n: int, bound_s: float, factor: float, near: int) -> float:
     """An upper bound of ``P / t(P)`` over every prefix of P <= ``n`` prefill tokens whose mixed
     iteration with the ``n_d`` decodes (``alone``: theirs on the whole GPU, uncorrected) takes
-    ``t(P) <= bound_s`` (``factor``: the aggregated correction); ``first``: the first chunk;
+    ``t(P) <= bound_s`` (``factor``: the aggregated correction), ``chunks`` the FIFO chunks;
     ``near``: a prefill size near the largest that fits (where the bound should be tight; the
     tangent is taken at a multiple of ``ALIGN`` tokens next to it).
 
@@ -112,7 +112,10 @@ def rate_bound(lat: LatencyModel, alone: Breakdown, n_d: int, first: PrefillChun
     at least the first chunk's ``P * s + P * (P + 1) / 2`` (cached prefix s) while P is within
     it and its whole chunk's after. Every P with t(P) <= bound has LB(P) <= bound, so P is at
     most LB's root; ``P / (a + B * P + C * P * P)`` peaks at ``sqrt(a / C)``; past the first
-    chunk LB is linear and P / LB rises. Raised by 1e-9 against rounding: a split whose rate it
+    chunk LB is linear and P / LB rises. A prefix of one-token rows only (P = 1, and up to the
+    first chunk longer than a token) runs in the decode kernel with a decode-only batch's host
+    time, below a mixed batch's: those P take at least the decodes' step alone, so P / t(P) is
+    at most P over it. Raised by 1e-9 against rounding: a split whose rate it
     does not exceed prefills faster than any sized batch, so skipping the search never changes
     a plan (test/policy/test_sized.py)."""
     at = (n_d + near) // ALIGN * ALIGN  # any tangent bounds: a few, reused across plans
@@ -122,12 +125,16 @@ def rate_bound(lat: LatencyModel, alone: Breakdown, n_d: int, first: PrefillChun
     rest = alone.total_s - alone.token_ops_s - alone.comm_s - alone.host_s + host
     a = (rest + tok - slope * near) * factor  # the tangent at n_d: >= 0 (each operator's is)
     b, beta = slope * factor, key * factor
+    ones = 1  # P up to here can be one-token rows only: a decode-only pass
+    while ones < len(chunks) and chunks[ones - 1].length == 1:
+        ones += 1
+    ones_rate = min(ones, n) / (alone.total_s * factor)
     room = bound_s - a
     if a <= 0.0 or b <= 0.0:
         return float("inf")
     if room <= 0.0:
-        return 0.0
-    s, length = first.start, first.length
+        return ones_rate * (1.0 + 1e-9)
+    s, length = chunks[0].start, chunks[0].length
     big_b, c = b + beta * (s + 0.5), 0.5 * beta  # LB within the first chunk: a + B P + C P^2
     root = 2.0 * room / (big_b + sqrt(big_b * big_b + 4.0 * c * room))
     peak = sqrt(a / c) if c > 0.0 else float("inf")
@@ -138,7 +145,7 @@ def rate_bound(lat: LatencyModel, alone: Breakdown, n_d: int, first: PrefillChun
         p = min(float(n), (bound_s - a2) / b)
         if p > length:
             best = max(best, p / (a2 + b * p))
-    return best * (1.0 + 1e-9)
+    return max(best, ones_rate) * (1.0 + 1e-9)
 
 
 class LazySized:
@@ -177,7 +184,7 @@ class LazySized:
             if p_max <= 0.0 or p_max / (fixed + p_max * self.floor) <= beat:
                 return None
             near = int(p_max)
-            if rate_bound(lat, bd, len(dec), chunks[0], self.n, bound_s, factor, near) <= beat:
+            if rate_bound(lat, bd, len(dec), chunks, self.n, bound_s, factor, near) <= beat:
                 return None
         return size_aggregated(lat, dec, chunks, completes, bound_s, factor, t_none,
                                self.t_all_floor)
