@@ -71,3 +71,32 @@ def test_a_ramping_in_service_population_is_not_a_growing_queue():
     assert s["served_ratio"] < 0.5  # completions lag: the in-service ramp
     assert s["admitted_ratio"] >= 0.97 and abs(s["ttft_rise_s"]) < 0.5
     assert s["keeps_up"]
+
+
+@pytest.mark.parametrize("frontend", [True, False])
+def test_miss_causes_add_up_to_the_window_and_match_attainment(frontend):
+    """Every window request falls in one cause; ``met`` over the window is the attainment; a
+    run without the front end has no client-only TBT misses; one under a TBT SLO below its
+    steps misses TBT at the server."""
+    from sglang_duet.sim.steady import miss_causes
+
+    cfg = SimConfig(policy="sglang-chunked", qps=12.0, num_requests=500, trace="azure-code",
+                    token_budget=8192, frontend=frontend)
+    res = simulate(cfg, build_arrivals(load_trace("azure-code"), 12.0, 500, 0))
+    for tau in (0.1, 0.02):
+        m = miss_causes(res, tau, 10.0)
+        assert sum(v for k, v in m.items() if k != "window") == m["window"] == 400
+        s = steady_state(res, tau, 10.0)
+        assert m["met"] / m["window"] == pytest.approx(s["attainment"], abs=1e-4)
+        if not frontend:
+            assert m["tbt_client"] == 0
+    assert m["tbt_server"] + m["both"] > 0  # tau = 20 ms: below a mixed 8K-token step
+
+
+def test_a_rejected_request_is_unserved_in_miss_causes():
+    from sglang_duet.sim.steady import miss_causes
+
+    w = make_workload(np.arange(10.0), [100] * 4 + [10**7] + [100] * 5, [4] * 10)
+    res = simulate(SimConfig(policy="sglang-chunked"), w)
+    assert miss_causes(res, 0.1, 10.0) == {"window": 8, "met": 7, "unserved": 1, "ttft": 0,
+                                           "tbt_server": 0, "tbt_client": 0, "both": 0}

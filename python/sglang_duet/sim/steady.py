@@ -42,7 +42,7 @@ import numpy as np
 from .engine import SimResult
 from .metrics import _per_request_p99, token_times
 
-__all__ = ["RISE_MAX_SHARE", "SARATHI_DELAY_S", "SERVED_MIN", "steady_state"]
+__all__ = ["RISE_MAX_SHARE", "SARATHI_DELAY_S", "SERVED_MIN", "miss_causes", "steady_state"]
 
 SERVED_MIN = 0.97  # served / offered over the window
 RISE_MAX_SHARE = 0.1  # of the TTFT SLO: TTFT may rise at most this much across the window
@@ -52,24 +52,14 @@ SARATHI_DELAY_S = 2.0  # median scheduling delay bound of Sarathi-Serve's capaci
 def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: float = 0.1,
                  tail: float = 0.1) -> dict[str, Any]:
     """The window statistics of the module docstring (JSON-ready, rounded)."""
-    reqs = sorted(res.requests, key=lambda r: r.arrival_s)
-    n = len(reqs)
-    lo, hi = int(warmup * n), max(int(warmup * n) + 2, int(round((1.0 - tail) * n)))
-    hi = min(hi, n)
-    win = reqs[lo:hi]
-    if len(win) < 2:
-        raise ValueError(f"a steady-state window needs >= 2 requests, got {len(win)} of {n}")
+    win = _window(res, warmup, tail)
     t0, t1 = win[0].arrival_s, win[-1].arrival_s
     span = t1 - t0
     if span <= 0.0:
         raise ValueError("the window's arrivals span no time")
     # token times as the client sees them (after the front end, when it is simulated)
     times, owner, done_all = token_times(res)
-    counts = np.bincount(owner, minlength=len(done_all))
-    start = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
-    has = counts > 0
-    first = np.where(has, times[np.minimum(start, max(times.size - 1, 0))], -1.0)
-    last = np.where(has, times[np.minimum(start + counts - 1, max(times.size - 1, 0))], -1.0)
+    has, first, last = _ends(times, owner, len(done_all))
     finish = last[has]
     served = int(np.count_nonzero((finish >= t0) & (finish <= t1)))
     began = first[has]  # first tokens: admissions (the module docstring)
@@ -86,9 +76,7 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
                       if in_win[j] and r.sched_s >= 0.0])
 
     # per-request P99 TBT of the window's requests, and every gap they saw
-    same = owner[1:] == owner[:-1]
-    gaps, gap_owner = np.diff(times)[same], owner[1:][same]
-    p99 = _per_request_p99(gaps, gap_owner, len(done_all))
+    gaps, gap_owner, p99 = _gaps(times, owner, len(done_all))
     good = int(np.count_nonzero(in_win & (p99 <= tbt_slo_s + 1e-12)
                                 & (ttft_all <= ttft_slo_s + 1e-12)))
     win_gaps = gaps[in_win[gap_owner]] if gaps.size else gaps
@@ -114,6 +102,67 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
         "tbt_p99_s": r4(tbt_p99),
         "sarathi_ok": bool(d50 <= SARATHI_DELAY_S and tbt_p99 <= tbt_slo_s + 1e-12),
     }
+
+
+def miss_causes(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: float = 0.1,
+                tail: float = 0.1) -> dict[str, int]:
+    """Why the window's requests (`steady_state`'s) miss the SLOs, as counts that add up to
+    ``window``: ``met``; ``unserved`` (rejected, or no token); ``ttft`` (TTFT only);
+    ``tbt_server`` (P99 TBT over tau in the scheduler's own token times already, TTFT met);
+    ``tbt_client`` (P99 TBT over tau only as the client receives the tokens, after the
+    simulated front end's delivery; TTFT met); ``both`` (TTFT and TBT). A case whose misses
+    are mostly ``tbt_client`` is bound by token delivery, not by the schedule."""
+    ids = {id(r) for r in _window(res, warmup, tail)}
+    p99 = {}
+    for client in (False, True):
+        times, owner, done = token_times(res, client)
+        has, first, _ = _ends(times, owner, len(done))
+        p99[client] = _gaps(times, owner, len(done))[2]
+    arrival = np.array([r.arrival_s for r in done])
+    in_win = np.array([id(r) in ids and not r.rejected for r in done], bool) & has
+    ttft_ok = first - arrival <= ttft_slo_s + 1e-12
+    tbt_ok = p99[True] <= tbt_slo_s + 1e-12
+    server_ok = p99[False] <= tbt_slo_s + 1e-12
+    served = int(np.count_nonzero(in_win))
+
+    def count(mask: np.ndarray) -> int:
+        return int(np.count_nonzero(in_win & mask))
+
+    return {"window": len(ids), "met": count(ttft_ok & tbt_ok), "unserved": len(ids) - served,
+            "ttft": count(~ttft_ok & tbt_ok), "tbt_server": count(ttft_ok & ~server_ok),
+            "tbt_client": count(ttft_ok & ~tbt_ok & server_ok),
+            "both": count(~ttft_ok & ~tbt_ok)}
+
+
+def _window(res: SimResult, warmup: float, tail: float) -> list:
+    """The window's requests: arrivals ``warmup * N`` to ``(1 - tail) * N``, in arrival order."""
+    reqs = sorted(res.requests, key=lambda r: r.arrival_s)
+    n = len(reqs)
+    lo, hi = int(warmup * n), max(int(warmup * n) + 2, int(round((1.0 - tail) * n)))
+    win = reqs[lo:min(hi, n)]
+    if len(win) < 2:
+        raise ValueError(f"a steady-state window needs >= 2 requests, got {len(win)} of {n}")
+    return win
+
+
+def _ends(times: np.ndarray, owner: np.ndarray, n: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(has tokens, first token time, last token time; -1 without) per completed request."""
+    counts = np.bincount(owner, minlength=n)
+    start = np.concatenate(([0], np.cumsum(counts)[:-1])).astype(np.int64)
+    has = counts > 0
+    top = max(times.size - 1, 0)
+    first = np.where(has, times[np.minimum(start, top)], -1.0)
+    last = np.where(has, times[np.minimum(start + counts - 1, top)], -1.0)
+    return has, first, last
+
+
+def _gaps(times: np.ndarray, owner: np.ndarray, n: int
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(every inter-token gap, its request, each request's own P99 gap)."""
+    same = owner[1:] == owner[:-1]
+    gaps, gap_owner = np.diff(times)[same], owner[1:][same]
+    return gaps, gap_owner, _per_request_p99(gaps, gap_owner, n)
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
