@@ -52,6 +52,7 @@ paper: venv capacity
 capacity: venv
 	$(PY) -m benchmark.capacity --trace all --quiet
 	$(PY) -m benchmark.capacity --trace all --model qwen3-14b --tp 2 --quiet
+	$(PY) -m benchmark.capacity.misses
 	$(PY) -m benchmark.capacity.summary
 
 clean:

@@ -28,8 +28,8 @@ from .bound import physical_bound
 from .report import OURS, write_index
 from .search import Cluster, Setting
 
-__all__ = ["MARK_BEGIN", "MARK_END", "lower_run", "readme_block", "summarize", "table",
-           "target_of"]
+__all__ = ["MARK_BEGIN", "MARK_END", "limit_of", "lower_run", "readme_block", "summarize",
+           "table", "target_of"]
 
 MARK_BEGIN = "<!-- capacity-table: python -m benchmark.capacity.summary -->"
 MARK_END = "<!-- /capacity-table -->"
@@ -97,12 +97,36 @@ def _case(path: str) -> dict[str, Any]:
     }
 
 
+CAUSE_NAMES = {"ttft": "TTFT", "tbt_server": "TBT", "tbt_client": "delivered TBT",
+               "both": "TTFT and TBT", "unserved": "unserved"}
+
+
+def limit_of(point: dict[str, Any], target: float = TARGET_BOUND_SHARE) -> str:
+    """What stops a run just past capacity (a `misses` point): its largest miss cause and its
+    share of the window, and "falls behind" when admissions do not keep pace (`sim.steady`)."""
+    c = point["causes"]
+    top = max(CAUSE_NAMES, key=lambda k: c[k])
+    miss = f"{CAUSE_NAMES[top]} {c[top] / c['window']:.0%}" if c[top] else ""
+    if point["attainment"] >= target:
+        return "falls behind" + (f" ({miss})" if miss else "") if not point["keeps_up"] else miss
+    return miss + ("" if point["keeps_up"] else ", falls behind")
+
+
 def summarize(out_dir: str) -> dict[str, Any]:
     """The cases of every ``<trace>-<model>-tp<tp>.json`` in ``out_dir`` (sorted by model, then
-    the traces' order in the file names)."""
+    the traces' order in the file names); with ``misses.json`` there (`misses.py`), what stops
+    duet just past its capacity (``duet_limit``)."""
     paths = sorted(glob.glob(os.path.join(out_dir, "*-tp[0-9]*.json")))
     cases = [_case(p) for p in paths]
     cases.sort(key=lambda c: (c["tp"], c["model"], c["trace"]))
+    misses = os.path.join(out_dir, "misses.json")
+    if os.path.exists(misses):
+        with open(misses) as f:
+            got = json.load(f)["cases"]
+        for c in cases:
+            row = got.get(c["file"][:-len(".json")], {}).get("duet")
+            if row and row["points"]:
+                c["duet_limit"] = limit_of(max(row["points"], key=lambda p: p["qps"]))
     return {"cases": cases}
 
 
@@ -126,8 +150,9 @@ def table(summary: dict[str, Any]) -> str:
     """The markdown table of `summary` (the README's, verbatim)."""
     lines = ["| case (2x H100) | duet | duet-paper | best-tuned alternative | duet / it | "
              "lower of 1x, 2x runs | physical bound | duet / bound | alternative / bound | "
-             "compute floor | target | met |",
-             "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "compute floor | target | met | what stops duet past it |",
+             "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- "
+             "| --- |"]
     for c in summary["cases"]:
         met = "yes" if c["target_met"] else "no" + ("" if c["not_below_alternative"]
                                                    else " (below it)")
@@ -139,7 +164,7 @@ def table(summary: dict[str, Any]) -> str:
             f"{_q(c['bound_qps'])} | {c['duet_share_of_bound']:.0%} | "
             f"{c['alternative_share_of_bound']:.0%} | {_q(c['compute_floor_qps'])} | "
             f"{_q(c['target_qps'])} "
-            f"({c['target_kind']}) | {met} |")
+            f"({c['target_kind']}) | {met} | {c.get('duet_limit') or '-'} |")
     return "\n".join(lines)
 
 

@@ -43,7 +43,7 @@ def test_target_rule(tmp_path):
             "not_below_alternative": True}
     row = S.table({"cases": [case]}).splitlines()[2]
     assert row.startswith("| t, Qwen3-8B | 30.0 | 20.0 | x 29.0 (defaults) | 1.03x | - | 32.0 |")
-    assert row.endswith("| 60.0 | 29.0 (the alternative) | yes |")
+    assert row.endswith("| 60.0 | 29.0 (the alternative) | yes | - |")
     (tmp_path / "R.md").write_text(f"a\n{S.MARK_BEGIN}\nold\n{S.MARK_END}\nb\n")
     S.write_readme({"cases": [case]}, str(tmp_path / "R.md"))
     assert (tmp_path / "R.md").read_text() == f"a\n{S.readme_block({'cases': [case]})}\nb\n"
@@ -74,3 +74,18 @@ def test_lower_run_column_is_the_sweeps():
         alt = max((p for p in low if p != "duet"), key=low.get)
         assert c["lower_run"]["best_alternative"] == alt
         assert c["lower_run"]["vs_best_alternative"] == round(low["duet"] / low[alt], 3)
+
+
+def test_limit_of():
+    """A run past capacity: its largest miss cause and share, and whether it falls behind."""
+    def point(att, keeps, **c):
+        causes = {"window": 100, "met": 0, "ttft": 0, "tbt_server": 0, "tbt_client": 0,
+                  "both": 0, "unserved": 0, **c}
+        return {"attainment": att, "keeps_up": keeps, "causes": causes}
+
+    assert S.limit_of(point(0.87, True, ttft=13)) == "TTFT 13%"
+    assert S.limit_of(point(0.889, False, tbt_client=11, ttft=1)) == (
+        "delivered TBT 11%, falls behind")
+    assert S.limit_of(point(0.98, False, tbt_client=2)) == "falls behind (delivered TBT 2%)"
+    assert S.limit_of(point(1.0, False)) == "falls behind"
+    assert S.limit_of(point(0.5, True, tbt_server=30, both=20)) == "TBT 30%"
