@@ -106,7 +106,9 @@ def limit_of(point: dict[str, Any], target: float = TARGET_BOUND_SHARE) -> str:
     share of the window, and "falls behind" when admissions do not keep pace (`sim.steady`)."""
     c = point["causes"]
     top = max(CAUSE_NAMES, key=lambda k: c[k])
-    miss = f"{CAUSE_NAMES[top]} {c[top] / c['window']:.0%}" if c[top] else ""
+    share = c[top] / c["window"]
+    miss = f"{CAUSE_NAMES[top]} {share:.0%}" if share >= 0.01 else f"{CAUSE_NAMES[top]} <1%"
+    miss = miss if c[top] else ""
     if point["attainment"] >= target:
         return "falls behind" + (f" ({miss})" if miss else "") if not point["keeps_up"] else miss
     return miss + ("" if point["keeps_up"] else ", falls behind")

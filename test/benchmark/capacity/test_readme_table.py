@@ -88,4 +88,5 @@ def test_limit_of():
         "delivered TBT 11%, falls behind")
     assert S.limit_of(point(0.98, False, tbt_client=2)) == "falls behind (delivered TBT 2%)"
     assert S.limit_of(point(1.0, False)) == "falls behind"
+    assert S.limit_of(point(0.99, False, tbt_client=0.2)) == "falls behind (delivered TBT <1%)"
     assert S.limit_of(point(0.5, True, tbt_server=30, both=20)) == "TBT 30%"
