@@ -17,7 +17,6 @@ cluster.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -29,7 +28,7 @@ from sglang_duet.sim.engine import Simulation
 from sglang_duet.sim.steady import miss_causes, steady_state
 
 from .search import Cluster, Setting
-from .seeds import DEFAULT_OUT, case_settings, sweep_names
+from .seeds import DEFAULT_OUT, load_cases
 from .sweep import _pool_map
 
 __all__ = ["main", "run_point"]
@@ -87,20 +86,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if not args.over > 1.0:
         ap.error("--over must be > 1")
-    cases = args.cases or sweep_names(args.out)
-    if not cases:
-        print(f"--cases: no sweep in {args.out}", file=sys.stderr)
+    sweeps = load_cases(args.cases, args.out)
+    if sweeps is None:
         return 2
     t0 = time.perf_counter()
     tasks, out = [], {}
-    for case in cases:
-        path = os.path.join(args.out, f"{case}.json")
-        try:
-            with open(path) as f:
-                cl, n, pols = case_settings(json.load(f))
-        except (OSError, KeyError, ValueError) as e:
-            print(f"--cases: no usable sweep {path}: {e}", file=sys.stderr)
-            return 2
+    for case, (cl, n, pols) in sweeps.items():
         out[case] = {p: {"setting": s.label(), "capacity_qps": cap, "requests": n, "points": []}
                      for p, (s, cap) in pols.items()}
         for p, (s, cap) in pols.items():

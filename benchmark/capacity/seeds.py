@@ -34,7 +34,7 @@ from benchmark.stamp import write_result
 from .search import CACHE, Cluster, Setting, find_capacity
 from .sweep import FINE_TOL, _pool_map
 
-__all__ = ["case_settings", "main", "ratio_summary", "sweep_names"]
+__all__ = ["case_settings", "load_cases", "main", "ratio_summary", "sweep_names"]
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "results", "capacity")
@@ -61,6 +61,26 @@ def case_settings(sweep: dict[str, Any]) -> tuple[Cluster, int, dict[str, tuple[
         # shorter run's capacity is kept as short_run_qps
         out[pol] = (Setting(pol, knobs), float(best.get("short_run_qps", best["capacity_qps"])))
     return cl, int(cfg["requests"]), out
+
+
+def load_cases(names: list[str] | None, folder: str
+               ) -> dict[str, tuple[Cluster, int, dict[str, tuple[Setting, float]]]] | None:
+    """`case_settings` of each named sweep in ``folder`` (default: every sweep there), or None
+    after saying on stderr which is missing or unusable (the callers' exit 2)."""
+    names = names or sweep_names(folder)
+    if not names:
+        print(f"--cases: no sweep in {folder}", file=sys.stderr)
+        return None
+    out = {}
+    for case in names:
+        path = os.path.join(folder, f"{case}.json")
+        try:
+            with open(path) as f:
+                out[case] = case_settings(json.load(f))
+        except (OSError, KeyError, ValueError) as e:
+            print(f"--cases: no usable sweep {path}: {e}", file=sys.stderr)
+            return None
+    return out
 
 
 def ratio_summary(ratios: list[float]) -> dict[str, Any]:
@@ -109,23 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if 0 in args.seeds:
         ap.error("--seeds: seed 0 is the sweep's own; give others")
-    cases = args.cases or sweep_names(args.out)
-    if not cases:
-        print(f"--cases: no sweep in {args.out}", file=sys.stderr)
+    sweeps = load_cases(args.cases, args.out)
+    if sweeps is None:
         return 2
     t0 = time.perf_counter()
     CACHE.open(args.out)
-    sweeps: dict[str, Any] = {}
     tasks = []
-    for case in cases:
-        path = os.path.join(args.out, f"{case}.json")
-        try:
-            with open(path) as f:
-                sweeps[case] = case_settings(json.load(f))
-        except (OSError, KeyError, ValueError) as e:
-            print(f"--cases: no usable sweep {path}: {e}", file=sys.stderr)
-            return 2
-        cl, n, pols = sweeps[case]
+    for case, (cl, n, pols) in sweeps.items():
         for seed in args.seeds:
             for setting, cap0 in pols.values():
                 tasks.append((case, replace(cl, seed=seed), n, setting, cap0))
