@@ -115,9 +115,9 @@ def rate_bound(lat: LatencyModel, alone: Breakdown, n_d: int, chunks: tuple[Pref
     chunk LB is linear and P / LB rises. A prefix of one-token rows only (P = 1, and up to the
     first chunk longer than a token) runs in the decode kernel with a decode-only batch's host
     time, below a mixed batch's: those P take at least the decodes' step alone, so P / t(P) is
-    at most P over it. Raised by 1e-9 against rounding: a split whose rate it
-    does not exceed prefills faster than any sized batch, so skipping the search never changes
-    a plan (test/policy/test_sized.py)."""
+    at most P over it. Raised by 1e-9 against rounding: a split whose rate it does not exceed
+    prefills faster than any sized batch, so skipping the search never changes a plan
+    (test/policy/test_sized.py)."""
     at = (n_d + near) // ALIGN * ALIGN  # any tangent bounds: a few, reused across plans
     tok, slope, key = lat.growth_floor(at)
     near = at - n_d
