@@ -126,9 +126,10 @@ class LatencyModel:
         first chunk) without building the row's batch records (`Prepared.total_with_row`)."""
         if len(q) == 1 and q[0] > 1:
             pa = Prepared.of(self, a)
-            if pa.tokens and not pa.pre.n:
+            if pa.tokens and not pa.pre.n:  # the mixed batch's host time, as _host_of's
+                host = self._host[False, "scheduled"] + (pa.rows + n_sample) * self._host_row
                 return pa.total_with_row(self, self._rates_for(None), q[0], c[0], n_sample,
-                                         self._host[False, "scheduled"])
+                                         host)
         return self.predict_with_rows(a, q, c, n_sample).total_s
 
     def predict_reference(self, batch: BatchLike, sms: int | None = None,
@@ -242,15 +243,14 @@ class LatencyModel:
         hit = self._growth.get(tokens)
         if hit is None:
             r = self._rates_for(None)
-            slope = seconds = 0.0
+            slope = 0.0  # the slope of ops_seconds' per-operator max on the side it takes
             for kf, kb, kw in r.token:
                 x, y = kf * tokens, kb * tokens + kw
-                seconds += x if x > y else y
                 slope += kf if x > y else kb if x < y else max(kf, kb)
             layers = self.model.num_layers
             if len(self._growth) >= 1024:
                 self._growth.clear()
-            hit = self._growth[tokens] = (layers * seconds, layers * slope,
+            hit = self._growth[tokens] = (layers * r.ops_seconds(tokens, 0)[0], layers * slope,
                                           layers * min(r.x_pre, r.x_dec))
         return hit
 

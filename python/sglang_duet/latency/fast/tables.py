@@ -141,8 +141,8 @@ class Prepared:
         """``union_rows(lm, a, rows_py([q], [c]), n_sample).total(r, L, host')`` for this
         decode-only batch ``a`` and one prefill row (q >= 2 new tokens after c cached), bit for
         bit (the same operations in the same order), without building that row's KernelRows,
-        AttnRows and Prepared: the SLO-sized search's probe. ``host``: the mixed batch's fixed
-        host seconds (its per-row part is added here, as `LatencyModel._host_of` does)."""
+        AttnRows and Prepared: the SLO-sized search's probe. ``host``: the mixed batch's host
+        seconds (`LatencyModel._host_of`'s)."""
         a = lm.att
         bpq, bpkv = a.bytes_per_q, a.bytes_per_kv
         tokens, rows = self.tokens + q, self.rows + n_sample
@@ -159,7 +159,7 @@ class Prepared:
             if rows:
                 head += gather
         att = self.dec.seconds(r.x_dec, r.y_dec, r.t_dec) + pre
-        return _total(lm.model.num_layers, tok, att, comm, head, host + rows * lm._host_row)
+        return _total(lm.model.num_layers, tok, att, comm, head, host)
 
     def _terms(self, r: Rates) -> tuple[float, float, float]:
         """(token-op, attention seconds of one layer, LM head incl. gather) at rates `r`."""
