@@ -23,6 +23,14 @@ Per policy, the knob (SimConfig fields), what a user sets, the default, the valu
   ``--duet-tbt-headroom-ms`` (5 ... 20 ms); defaults 8192, 0 (automatic), 16, 10% of the SLO.
   duet-paper (the paper's scheme, kept for reference): ``token_budget`` only.
 
+With more than one replica, every system whose users pick how requests are spread across them
+tries those choices first (``router``, before the other knobs, which are then tuned behind the
+best one): SGLang's ``--load-balance-method`` (round-robin, its default; total-requests;
+total-tokens) for sglang-chunked, sglang-default and sglang-pdmux; sglang-duet's
+``--duet-router`` (the latency-model router, its default, and least-tokens, plus SGLang's
+three) for duet. vLLM's data-parallel balancer has no choice to make (``vllm serve`` balances
+by queue, `router.rules.VllmDpRouter`), and Dynamo's 1P1D has one prefill worker to route to.
+
 The search is coordinate descent from the defaults: knob by knob, every value with the other
 knobs at their best so far; a value replaces the current one only if its capacity is higher
 (``find_capacity`` at the coarse tolerance). Every knob's values and capacities are kept in the
@@ -36,8 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_duet.latency import get_model
+from sglang_duet.sim.policies import POLICIES
 
-__all__ = ["KNOBS", "Knob", "knobs_for"]
+__all__ = ["KNOBS", "ROUTER_CHOICES", "Knob", "knobs_for"]
 
 CHUNKS = (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
 
@@ -53,6 +62,14 @@ class Knob:
 def _one(field: str, values: Iterable[Any]) -> Knob:
     return Knob(field, tuple({field: v} for v in values))
 
+
+SGLANG_ROUTERS = ("round-robin", "total-requests", "total-tokens")
+ROUTER_CHOICES: dict[str, tuple[str, ...]] = {
+    "sglang-chunked": SGLANG_ROUTERS,
+    "sglang-default": SGLANG_ROUTERS,
+    "sglang-pdmux": SGLANG_ROUTERS,
+    "duet": ("duet", "least-tokens", *SGLANG_ROUTERS),
+}
 
 KNOBS: dict[str, tuple[Knob, ...]] = {
     "sglang-chunked": (_one("token_budget", CHUNKS),),
@@ -90,9 +107,15 @@ def xpyd(gpus: int, model: str) -> Knob | None:
     return Knob("xPyD", tuple(out)) if len(out) > 1 else None
 
 
-def knobs_for(policy: str, gpus: int, model: str, quick: bool = False) -> tuple[Knob, ...]:
-    """The knobs searched for ``policy`` on this cluster (``quick``: two values per knob)."""
+def knobs_for(policy: str, gpus: int, model: str, quick: bool = False, tp: int = 1
+              ) -> tuple[Knob, ...]:
+    """The knobs searched for ``policy`` on this cluster (``quick``: two values per knob);
+    ``router`` first where there are ``gpus / tp`` > 1 replicas to route among."""
     knobs = KNOBS.get(policy, ())
+    own = POLICIES[policy].router  # the starting point, already run as the defaults
+    routers = tuple(r for r in ROUTER_CHOICES.get(policy, ()) if r != own) if gpus // tp > 1 else ()
+    if routers:
+        knobs = (_one("router", routers), *knobs)
     if policy == "dynamo":
         split = xpyd(gpus, model)
         knobs = knobs + ((split,) if split else ())

@@ -148,7 +148,8 @@ class DuetArgs(DuetFlags):
         default="duet",
         metadata={
             "help": "--dp-size dispatch: duet (latency-model router), round-robin, "
-            "least-tokens, total-requests, total-tokens (sglang_duet.router), or sglang "
+            "least-tokens, total-requests, total-tokens, vllm-dp (vLLM's DP balancer rule; "
+            "sglang_duet.router), or sglang "
             "(SGLang's own controller and --load-balance-method).",
             "choices": ROUTER_CHOICES,
         },

@@ -15,7 +15,7 @@ def _load(i: int, t: float = 1.0, **kw) -> ReplicaLoad:
 class TestRegistry:
     def test_names(self):
         assert set(ROUTERS) == {"duet", "round-robin", "least-tokens", "total-requests",
-                                "total-tokens"}
+                                "total-tokens", "vllm-dp"}
 
     def test_unknown_name_lists_choices(self):
         with pytest.raises(ValueError, match="unknown router 'random'.*round-robin"):
@@ -70,6 +70,21 @@ class TestSglangRules:
         assert r.pick(10).replica == 1
         assert r.observe([_load(0, t=3.0), _load(1, t=3.0, queued_tokens=500)], now=1.05)
         assert r.pick(10).replica == 0
+
+    def test_vllm_dp_weighs_waiting_four_times_and_counts_its_choice(self):
+        r = make_router("vllm-dp", 2)
+        r.observe([_load(0, running=3, waiting=0), _load(1, running=0, waiting=1)], now=0.0)
+        # scores 3 and 4: replica 0; it then counts one more waiting (7), so 1 (4) is next
+        assert [r.pick(10).replica for _ in range(3)] == [0, 1, 0]
+        # prompt length plays no part
+        r.observe([_load(0, t=2.0), _load(1, t=2.0)], now=1.0)
+        assert r.pick(100000).replica == 0 and r.pick(1).replica == 1
+
+    def test_vllm_dp_applies_reports_every_100_ms_whatever_the_context(self):
+        r = make_router("vllm-dp", 2, RouterContext(refresh_s=0.02))
+        assert r.observe([_load(0), _load(1)], now=1.0)
+        assert not r.observe([_load(0, t=2.0), _load(1, t=2.0)], now=1.05)
+        assert r.observe([_load(0, t=3.0), _load(1, t=3.0)], now=1.1)
 
     def test_stale_report_is_skipped(self):
         r = make_router("least-tokens", 1)

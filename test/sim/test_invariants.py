@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 from sim_helpers import make_workload, mem_fraction_for, run
 
 from sglang_duet.latency import Batch
-from sglang_duet.sim import SimConfig, build_arrivals, load_trace, policy_names, simulate
+from sglang_duet.sim import (
+    SimConfig,
+    Simulation,
+    build_arrivals,
+    load_trace,
+    policy_names,
+    simulate,
+)
 from sglang_duet.sim.executor import Executor
 from sglang_duet.sim.metrics import summarize, token_times
 
@@ -75,7 +82,9 @@ class TestEquivalence:
     @pytest.mark.parametrize("kv", [200_000, 6000])
     def test_duet_aggregated_equals_sglang_chunked(self, kv):
         w = _random_workload(3, n=80, rate=40.0)
-        kw = dict(mem_fraction=mem_fraction_for(kv), activation_reserve_gb=0.0)
+        # the same router too (each system's own default differs: PolicySpec.router)
+        kw = dict(mem_fraction=mem_fraction_for(kv), activation_reserve_gb=0.0,
+                  router="round-robin")
         a, ma = run(w, "duet", duet_mode="aggregated", **kw)
         b, mb = run(w, "sglang-chunked", **kw)
         assert _trajectory(a) == _trajectory(b)
@@ -139,10 +148,13 @@ class TestSpeedupsLeaveResultsAlone:
             m.pop("sim_wall_s")
         assert a == b
 
-    def test_own_horizon_matches_global_horizon(self):
+    @pytest.mark.parametrize("gpus, router", [(2, "round-robin"), (1, "duet")])
+    def test_own_horizon_matches_global_horizon(self, gpus, router):
+        """Round-robin, and any router with one replica, know each replica's arrivals."""
         t = load_trace("azure-conv")
-        w = build_arrivals(t, 10.0, 200, seed=2)
-        cfg = SimConfig(policy="duet")
+        w = build_arrivals(t, 10.0 * gpus / 2, 200, seed=2)
+        cfg = SimConfig(policy="duet", gpus=gpus, router=router)
+        assert Simulation(cfg, w, own_horizon=True)._own
         a = simulate(cfg, w, own_horizon=True)
         b = simulate(cfg, w, own_horizon=False)
         ta, _, _ = token_times(a)

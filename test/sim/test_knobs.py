@@ -111,3 +111,18 @@ def test_faster_link_gives_earlier_first_tokens():
 def test_xpyd_needs_a_multiple_of_workers():
     with pytest.raises(ValueError, match="multiple of 3 GPUs"):
         _sim("dynamo", gpus=4, disagg_prefill=1, disagg_decode=2)
+
+
+@pytest.mark.parametrize(("policy", "own"), [("duet", "duet"), ("duet-paper", "duet"),
+                                             ("vllm-chunked", "vllm-dp"),
+                                             ("sglang-chunked", "round-robin"),
+                                             ("sglang-pdmux", "round-robin"),
+                                             ("dynamo", "round-robin")])
+def test_each_system_runs_behind_its_own_default_router_unless_told(policy, own):
+    assert _sim(policy).router.router.name == own
+    assert _sim(policy, router="total-tokens").router.router.name == "total-tokens"
+
+
+def test_unknown_router_lists_auto_among_the_choices():
+    with pytest.raises(ValueError, match="unknown router 'random'; choices: auto, duet"):
+        SimConfig(router="random").validate()

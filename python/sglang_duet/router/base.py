@@ -79,18 +79,21 @@ class Router:
 
     name: ClassVar[str] = ""
     uses_load: ClassVar[bool] = True  # False: reports are ignored (round-robin)
+    # the system's own report interval (seconds), where it is fixed; None: the context's
+    refresh_s: ClassVar[float | None] = None
 
     def __init__(self, num_replicas: int, ctx: RouterContext | None = None) -> None:
         if num_replicas < 1:
             raise ValueError("a router needs at least one replica")
         self.ctx = ctx or RouterContext()
+        self._refresh_s = self.ctx.refresh_s if self.refresh_s is None else self.refresh_s
         self.views = [View(i) for i in range(num_replicas)]
         self._last_refresh = -float("inf")
 
     # --- feedback -------------------------------------------------------------------------------
     def due(self, now: float) -> bool:
         """Whether reports offered at `now` (seconds) would be applied."""
-        return self.uses_load and now - self._last_refresh >= self.ctx.refresh_s
+        return self.uses_load and now - self._last_refresh >= self._refresh_s
 
     def observe(self, loads: Iterable[ReplicaLoad], now: float) -> bool:
         """Apply fresh reports if `due(now)`; returns whether they were applied."""

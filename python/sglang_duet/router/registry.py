@@ -5,14 +5,20 @@ from __future__ import annotations
 
 from .base import Router, RouterContext
 from .duet import DuetRouter
-from .rules import LeastTokensRouter, RoundRobinRouter, TotalRequestsRouter, TotalTokensRouter
+from .rules import (
+    LeastTokensRouter,
+    RoundRobinRouter,
+    TotalRequestsRouter,
+    TotalTokensRouter,
+    VllmDpRouter,
+)
 
 __all__ = ["ROUTERS", "make_router"]
 
 ROUTERS: dict[str, type[Router]] = {
     cls.name: cls
     for cls in (DuetRouter, RoundRobinRouter, LeastTokensRouter, TotalRequestsRouter,
-                TotalTokensRouter)
+                TotalTokensRouter, VllmDpRouter)
 }
 
 

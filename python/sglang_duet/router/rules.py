@@ -1,6 +1,7 @@
-"""Routers without a latency model: round-robin, least queued tokens, and SGLang's two
-load-aware methods, written after SGLang 0.5.17's own rules
-(`sglang/srt/managers/data_parallel_controller.py`)."""
+"""Routers without a latency model: round-robin, least queued tokens, SGLang's two load-aware
+methods, written after SGLang 0.5.17's own rules
+(`sglang/srt/managers/data_parallel_controller.py`), and vLLM's data-parallel balancer (what
+vllm-chunked runs behind in the simulator)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from collections.abc import Sequence
 from .base import Router, View
 from .load import Decision
 
-__all__ = ["LeastTokensRouter", "RoundRobinRouter", "TotalRequestsRouter", "TotalTokensRouter"]
+__all__ = ["LeastTokensRouter", "RoundRobinRouter", "TotalRequestsRouter", "TotalTokensRouter",
+           "VllmDpRouter"]
 
 
 class RoundRobinRouter(Router):
@@ -61,3 +63,19 @@ class TotalTokensRouter(Router):
     def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
         v = min(alive, key=lambda v: (v.total_tokens, v.running + v.waiting, v.idx))
         return Decision(v.idx, f"fewest total tokens ({v.total_tokens})")
+
+
+class VllmDpRouter(Router):
+    """vLLM V1's internal data-parallel balancer (`DPLBAsyncMPClient.get_core_engine_for_request`
+    in `vllm/v1/engine/core_client.py`): the lowest ``4 x waiting + running`` (waiting weighs
+    four times, as it delays TTFT), ties to the lowest index (one API server starts its scan at
+    engine 0); the choice counts one more waiting request until the next report. Reports come
+    from `DPCoordinator` at most every 100 ms (its ``stats_update_interval_ms`` default). It is
+    what ``vllm serve --data-parallel-size N`` does without an external balancer."""
+
+    name = "vllm-dp"
+    refresh_s = 0.1
+
+    def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
+        v = min(alive, key=lambda v: (4 * v.waiting + v.running, v.idx))
+        return Decision(v.idx, f"lowest 4 x waiting + running ({4 * v.waiting + v.running})")

@@ -18,7 +18,7 @@ from sglang_duet.partition.plan import PLANNED_BACKENDS
 from sglang_duet.policy import POLICY_MODES
 
 from .arrivals import Workload, build_arrivals
-from .config import SimConfig
+from .config import AUTO_ROUTER, SimConfig
 from .engine import Simulation
 from .metrics import summarize
 from .policies import policy_names
@@ -33,7 +33,7 @@ _CHOICES: dict[str, list[str]] = {
     "model": sorted(MODELS),
     "hardware": [*sorted(HARDWARE), *sorted(HARDWARE_ALIASES)],
     "duet_mode": list(POLICY_MODES),
-    "router": list(ROUTERS),
+    "router": [AUTO_ROUTER, *ROUTERS],
     "partition_backend": list(PLANNED_BACKENDS),
 }
 

@@ -7,7 +7,9 @@ from dataclasses import asdict, dataclass, field, fields
 
 from sglang_duet.policy.backlog import BACKLOG_DECODE_SHARE
 
-__all__ = ["SimConfig"]
+__all__ = ["AUTO_ROUTER", "SimConfig"]
+
+AUTO_ROUTER = "auto"  # each system's own default router (PolicySpec.router)
 
 
 def _f(default, help: str):  # noqa: A002 - mirrors argparse's name
@@ -59,7 +61,8 @@ class SimConfig:
                                        "requests per prefill batch)")
     disagg_prefill: int = _f(1, "dynamo: prefill workers (xPyD's x; each gpus / (x + y) GPUs)")
     disagg_decode: int = _f(1, "dynamo: decode workers (xPyD's y)")
-    router: str = _f("round-robin", "request router across replicas (sglang_duet.router)")
+    router: str = _f(AUTO_ROUTER, "request router across replicas (sglang_duet.router), or "
+                     "auto: the system's own default (PolicySpec.router)")
     mem_fraction: float = _f(0.88, "share of GPU memory for weights + KV (SGLang's static)")
     kv_xfer_gbps: float = _f(4.3, "1P1D KV transfer throughput (GB/s, all transfers together): "
                              "vLLM NixlConnector as measured in vllm-project/vllm#50913")
@@ -113,8 +116,9 @@ class SimConfig:
             raise ValueError(f"unknown interference {self.interference!r}; choices: "
                              f"{', '.join(INTERFERENCE_NAMES)}")
 
-        if self.router not in ROUTERS:
-            raise ValueError(f"unknown router {self.router!r}; choices: {', '.join(ROUTERS)}")
+        if self.router not in ROUTERS and self.router != AUTO_ROUTER:
+            raise ValueError(f"unknown router {self.router!r}; choices: "
+                             f"{', '.join((AUTO_ROUTER, *ROUTERS))}")
         if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
         if self.partition_min_sms < 1:

@@ -125,13 +125,17 @@ class Simulation:
             self.replicas = [replica(i) for i in range(cfg.gpus // cfg.tp)]
             self.entry = self.replicas
         self.frontend = costs.frontend(len(self.entry))
-        self.router = SimRouter(cfg.router, len(self.entry), self.latency, cfg.tbt_slo_ms / 1e3,
-                                cfg.token_budget)
+        self.router_name = self.spec.router_for(cfg)
+        self.router = SimRouter(self.router_name, len(self.entry), self.latency,
+                                cfg.tbt_slo_ms / 1e3, cfg.token_budget)
         self._heap: list[tuple[float, int, int, object]] = []
         self._seq = 0
         self._end_at = [INF] * len(self.replicas)
         self._next_arrival = INF
-        self._own = own_horizon and not disagg and cfg.router == "round-robin"
+        # which arrivals a replica gets is known in advance under round-robin, and with one
+        # replica under any router
+        self._own = own_horizon and not disagg and (self.router_name == "round-robin"
+                                                    or len(self.entry) == 1)
         self._own_times: list[list[float]] = [[] for _ in self.replicas]
         self._own_ptr = [0] * len(self.replicas)
 

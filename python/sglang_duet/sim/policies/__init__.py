@@ -23,7 +23,7 @@ from sglang_duet.partition.plan import MenuPlan, graph_memory_bytes
 from sglang_duet.policy import BatchPlan, DuetPolicy, ReqState
 
 from ..caps import sglang_graph_max_bs
-from ..config import SimConfig
+from ..config import AUTO_ROUTER, SimConfig
 from .baselines import ChunkedPolicy, PrefillFirstPolicy
 from .pdmux import SM_GROUP_NUM, PdmuxPolicy
 
@@ -64,7 +64,12 @@ class PolicySpec:
     ``token_budget``; ``partitions``: it runs on duet's partition menu; ``split_forward``:
     pdmux's layer slicing applies; ``extra_graphs(cfg, menu)``: decode CUDA-graph captures the
     system makes beyond SGLang's usual one, whose memory the engine keeps out of the KV pool
-    (the same estimate per capture for every system, `partition.plan.graph_memory_bytes`)."""
+    (the same estimate per capture for every system, `partition.plan.graph_memory_bytes`);
+    ``router``: what its users get across replicas without choosing (``SimConfig.router``
+    ``auto``): SGLang's ``--load-balance-method auto`` is round-robin outside PD
+    (`ServerArgs._handle_load_balance_method`), ``vllm serve --data-parallel-size`` balances by
+    queue (`router.rules.VllmDpRouter`), Dynamo's front end routes round-robin by default, and
+    sglang-duet's ``--duet-router`` defaults to its latency-model router."""
 
     name: str
     description: str
@@ -76,6 +81,11 @@ class PolicySpec:
     partitions: bool = False
     split_forward: bool = False
     extra_graphs: Callable[[SimConfig, MenuPlan], int] = _no_graphs
+    router: str = "round-robin"
+
+    def router_for(self, cfg: SimConfig) -> str:
+        """The router ``cfg`` runs this system behind: ``cfg.router``, or its own default."""
+        return self.router if cfg.router == AUTO_ROUTER else cfg.router
 
     def token_budget(self, cfg: SimConfig) -> int:
         return int(getattr(cfg, self.budget))
@@ -135,11 +145,13 @@ POLICIES: dict[str, PolicySpec] = {
     spec.name: spec
     for spec in (
         PolicySpec("duet", "DuetPolicy: aggregated/spatial switch, spatial gap bounded by tau",
-                   _duet_with("gap"), partitions=True, extra_graphs=_partition_graphs),
+                   _duet_with("gap"), partitions=True, extra_graphs=_partition_graphs,
+                   router="duet"),
         PolicySpec("duet-paper", "DuetPolicy, the paper's synchronous spatial scheme "
                    "(t_d <= tau only)", _duet_with("paper"), partitions=True,
-                   extra_graphs=_partition_graphs),
-        PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm"),
+                   extra_graphs=_partition_graphs, router="duet"),
+        PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm",
+                   router="vllm-dp"),
         PolicySpec("sglang-chunked", "SGLang mixed chunked prefill", _chunked),
         PolicySpec("sglang-default", "SGLang default: prefill-only batches first",
                    _prefill_first),
