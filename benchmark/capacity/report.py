@@ -107,7 +107,7 @@ def markdown(result: dict[str, Any]) -> str:
              "Each system runs behind its own default router (SGLang's round-robin, vLLM's "
              "queue balancer, sglang-duet's latency-model router: `PolicySpec.router`). "
              "Best-tuned: coordinate descent over each system's knobs (`tuning.py`), with "
-             "more than one replica the router its users can pick first. "
+             "more than one replica the router its users can pick last. "
              "2x run: the best setting's capacity with twice the requests; where it fell by "
              "more than 5%, the best-tuned capacity is the 2x run's, and every other setting "
              "whose shorter run beat that figure is length-checked too, the highest figure "

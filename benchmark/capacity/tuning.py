@@ -24,9 +24,11 @@ Per policy, the knob (SimConfig fields), what a user sets, the default, the valu
   duet-paper (the paper's scheme, kept for reference): ``token_budget`` only.
 
 With more than one replica, every system whose users pick how requests are spread across them
-tries those choices first (``router``, before the other knobs, which are then tuned behind the
-best one): SGLang's ``--load-balance-method`` (round-robin, its default; total-requests;
-total-tokens) for sglang-chunked, sglang-default and sglang-pdmux; sglang-duet's
+tries those choices last (``router``, once the server's own knobs are set: at a default an
+untuned server may gain nothing from any router, as SGLang's 8192-token chunk on mooncake
+did, and the descent would never come back to it): SGLang's ``--load-balance-method``
+(round-robin, its default; total-requests; total-tokens) for sglang-chunked, sglang-default and
+sglang-pdmux; sglang-duet's
 ``--duet-router`` (the latency-model router, its default, and least-tokens, plus SGLang's
 three) for duet. vLLM's data-parallel balancer has no choice to make (``vllm serve`` balances
 by queue, `router.rules.VllmDpRouter`), and Dynamo's 1P1D has one prefill worker to route to.
@@ -110,12 +112,12 @@ def xpyd(gpus: int, model: str) -> Knob | None:
 def knobs_for(policy: str, gpus: int, model: str, quick: bool = False, tp: int = 1
               ) -> tuple[Knob, ...]:
     """The knobs searched for ``policy`` on this cluster (``quick``: two values per knob);
-    ``router`` first where there are ``gpus / tp`` > 1 replicas to route among."""
+    ``router`` last where there are ``gpus / tp`` > 1 replicas to route among."""
     knobs = KNOBS.get(policy, ())
     own = POLICIES[policy].router  # the starting point, already run as the defaults
     routers = tuple(r for r in ROUTER_CHOICES.get(policy, ()) if r != own) if gpus // tp > 1 else ()
     if routers:
-        knobs = (_one("router", routers), *knobs)
+        knobs = (*knobs, _one("router", routers))
     if policy == "dynamo":
         split = xpyd(gpus, model)
         knobs = knobs + ((split,) if split else ())

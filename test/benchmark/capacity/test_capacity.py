@@ -59,10 +59,10 @@ def test_xpyd_splits_follow_the_gpus_and_the_models_tp():
     assert all(len(k.values) == 2 for k in knobs_for("sglang-pdmux", 2, "qwen3-8b", quick=True))
 
 
-def test_router_is_tuned_first_where_there_are_replicas_to_route_among():
+def test_router_is_tuned_last_where_there_are_replicas_to_route_among():
     def routers(policy, gpus=2, tp=1):
         k = knobs_for(policy, gpus, "qwen3-14b", tp=tp)
-        return [v["router"] for v in k[0].values] if k and k[0].name == "router" else []
+        return [v["router"] for v in k[-1].values] if k and k[-1].name == "router" else []
 
     # each system's own choices, less its default (the starting point)
     assert routers("sglang-pdmux") == ["total-requests", "total-tokens"]
@@ -70,7 +70,7 @@ def test_router_is_tuned_first_where_there_are_replicas_to_route_among():
     assert routers("duet") == ["least-tokens", "round-robin", "total-requests", "total-tokens"]
     assert routers("vllm-chunked") == routers("dynamo") == routers("duet-paper") == []
     assert routers("duet", gpus=2, tp=2) == []  # one replica
-    assert [k.name for k in knobs_for("duet", 2, "qwen3-14b", tp=2)][0] == "token_budget"
+    assert [k.name for k in knobs_for("duet", 2, "qwen3-14b", tp=2)][-1] == "duet_tbt_headroom_ms"
 
 
 def test_coordinate_descent_keeps_only_improvements(monkeypatch):
@@ -87,8 +87,8 @@ def test_coordinate_descent_keeps_only_improvements(monkeypatch):
     assert r["best"]["setting"] == {"token_budget": 1024}
     assert 30 / 1.025 <= r["best"]["capacity_qps"] <= 30.0
     assert 10 / 1.025 <= r["default"]["capacity_qps"] <= 10.0
-    # SGLang's two other routers (2 replicas), then the 9 chunk sizes
-    assert [t["knob"] for t in r["trials"]] == ["router"] * 2 + ["token_budget"] * 9
+    # the 9 chunk sizes, then SGLang's two other routers (2 replicas) behind the best one
+    assert [t["knob"] for t in r["trials"]] == ["token_budget"] * 9 + ["router"] * 2
     assert r["best"]["run_length"]["ok"]
     assert r["best"]["sarathi_qps"] >= r["best"]["capacity_qps"]
     assert r["best"]["saturation_rps"] == 30.0
