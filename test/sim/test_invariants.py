@@ -148,6 +148,15 @@ class TestSpeedupsLeaveResultsAlone:
             m.pop("sim_wall_s")
         assert a == b
 
+    def test_one_replica_runs_the_same_behind_every_router(self):
+        """With one replica every router sends everything to it: the capacity tables' one-
+        replica rows (TP=2 on 2 GPUs) do not depend on the router."""
+        w = build_arrivals(load_trace("azure-conv"), 12.0, 150, seed=4)
+        runs = [simulate(SimConfig(policy="duet", gpus=2, tp=2, router=r), w)
+                for r in ("round-robin", "duet", "total-tokens", "vllm-dp")]
+        times = [token_times(res)[0] for res in runs]
+        assert all(np.array_equal(times[0], t) for t in times[1:])
+
     @pytest.mark.parametrize("gpus, router", [(2, "round-robin"), (1, "duet")])
     def test_own_horizon_matches_global_horizon(self, gpus, router):
         """Round-robin, and any router with one replica, know each replica's arrivals."""
