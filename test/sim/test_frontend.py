@@ -95,3 +95,57 @@ def test_many_streams_are_capped_by_the_streaming_cost(tmp_path):
     _, m = run(w, "sglang-chunked", gpus=1, frontend_costs=_costs(tmp_path, 0.0, 0.0, per_token))
     assert m["output_tps"] <= 1.0 / per_token * 1.0001
     assert m["duration_s"] >= n * 20 * per_token - 1e-9
+
+
+def test_workers_take_every_nth_request_and_queue_apart():
+    fe = FrontEnd(FrontEndCost(0.010), 2, workers=2)
+    assert [fe.next_server(0), fe.next_server(1)] == [0, 2]
+    # four at once into replica 0: servers 0, 1, 0, 1, so two finish at each 10 ms
+    got = [fe.intake(0, 0.0) for _ in range(4)]
+    assert got == pytest.approx([0.01, 0.01, 0.02, 0.02])
+    assert fe.next_server(0) == 0 and fe.intake(1, 0.0) == pytest.approx(0.01)
+    assert fe.next_server(1) == 3
+    # what ready_times predicts for one replica is what intake gives, request by request
+    arrivals = [0.0, 0.001, 0.002, 0.0025, 0.05, 0.051]
+    fresh = FrontEnd(FrontEndCost(0.010), 1, workers=3)
+    assert fresh.ready_times(arrivals) == pytest.approx([fresh.intake(0, a) for a in arrivals])
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        FrontEnd(FrontEndCost(0.01), 1, workers=0)
+
+
+def test_a_later_request_on_an_idle_worker_reaches_the_scheduler_first():
+    fe = FrontEnd(FrontEndCost(0.010), 1, workers=2)
+    fe.intake(0, 0.0)  # server 0 until 0.010
+    fe.intake(0, 0.0)  # server 1 until 0.010
+    fe.intake(0, 0.0)  # server 0 until 0.020
+    assert fe.intake(0, 0.015) == pytest.approx(0.025)  # server 1, idle since 0.010
+    fe.intake(0, 0.016)  # server 0, busy until 0.020: ready 0.030
+    order = []
+    while fe.next_ready(0) != float("inf"):
+        order.append(fe.next_ready(0))
+        fe.handed_over(0)
+    assert order == pytest.approx([0.01, 0.01, 0.02, 0.025, 0.03])
+
+
+def test_each_worker_streams_its_own_requests_tokens(tmp_path):
+    """Tokens stream through the server a request entered by: with two workers, two streams
+    of 10 tokens leave in parallel, not one after the other (20 ms a token: far slower than
+    decoding, so the streams, not the GPU, set the pace)."""
+    per_token = 0.02
+    w = make_workload([0.0, 0.0], [32, 32], [10, 10])
+    path = _costs(tmp_path, 0.0, 0.0, per_token)
+    one, m1 = run(w, "sglang-chunked", gpus=1, frontend_costs=path)
+    two, m2 = run(w, "sglang-chunked", gpus=1, frontend_costs=path, frontend_workers=2)
+    assert [r.server for r in two.requests] == [0, 1] and [r.server for r in one.requests] == [0, 0]
+    assert [r.finish_s for r in one.requests] == [r.finish_s for r in two.requests]  # scheduler
+    assert m1["duration_s"] >= 20 * per_token - 1e-9
+    # the last token waits behind 19 others with one process, behind its own 9 with two
+    assert m1["duration_s"] - m2["duration_s"] >= 9 * per_token - 1e-9
+
+
+def test_one_worker_is_the_default_and_workers_must_be_positive():
+    from sglang_duet.sim import SimConfig
+
+    assert SimConfig().frontend_workers == 1
+    with pytest.raises(ValueError, match="--frontend-workers must be >= 1"):
+        SimConfig(frontend_workers=0).validate()

@@ -71,7 +71,9 @@ class VllmDpRouter(Router):
     four times, as it delays TTFT), ties to the lowest index (one API server starts its scan at
     engine 0); the choice counts one more waiting request until the next report. Reports come
     from `DPCoordinator` at most every 100 ms (its ``stats_update_interval_ms`` default). It is
-    what ``vllm serve --data-parallel-size N`` does without an external balancer."""
+    what ``vllm serve --data-parallel-size N`` does without an external balancer. vLLM counts a
+    request part-way through a chunked prefill as running; the load report here
+    (`ReplicaLoad`, SGLang's fields) counts it in neither, one request at most per replica."""
 
     name = "vllm-dp"
     refresh_s = 0.1

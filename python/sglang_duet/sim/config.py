@@ -75,6 +75,10 @@ class SimConfig:
                         "(sim/frontend.py; costs fitted to published runs)")
     frontend_costs: str | None = _f(None, "JSON of per-system front-end costs; default: the "
                                     "committed sim/frontend_costs.json")
+    frontend_workers: int = _f(1, "front-end processes per replica, each taking every Nth "
+                               "request in and streaming its tokens (SGLang --tokenizer-worker-"
+                               "num with --detokenizer-worker-num, vLLM --api-server-count; "
+                               "sim/frontend.py)")
     prefix_cache: bool = _f(True, "radix / automatic prefix cache hits from the trace's "
                             "hash_ids (sim/prefix_cache.py; SGLang and vLLM V1 default on)")
     running_caps: bool = _f(True, "each system's max running requests and CUDA-graph decode "
@@ -123,6 +127,8 @@ class SimConfig:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
         if self.partition_min_sms < 1:
             raise ValueError("--partition-min-sms must be >= 1")
+        if self.frontend_workers < 1:
+            raise ValueError("--frontend-workers must be >= 1")
         if self.decode_graph_sizes < 0:
             raise ValueError("--decode-graph-sizes must be >= 0")
         if min(self.pdmux_decode_bs_divisor, self.pdmux_split_forward_budget,

@@ -28,6 +28,7 @@ class RunCosts:
     prefix: bool
     frontend_on: bool
     frontend_costs: str | None = None
+    frontend_workers: int = 1
 
     @classmethod
     def build(cls, cfg: SimConfig, flavor_name: str, hw: HardwareSpec, model_name: str,
@@ -39,7 +40,8 @@ class RunCosts:
             max_running = cfg.max_running or caps.max_running
             graph = cfg.graph_max_bs or caps.graph_max_bs
         return cls(Flavor.of(flavor_name, cfg.sglang_schedule), max_running, graph,
-                   cfg.prefix_cache and has_hashes, cfg.frontend, cfg.frontend_costs)
+                   cfg.prefix_cache and has_hashes, cfg.frontend, cfg.frontend_costs,
+                   cfg.frontend_workers)
 
     def replica_kwargs(self) -> dict[str, object]:
         """Per-replica state: a fresh prefix cache each."""
@@ -50,4 +52,4 @@ class RunCosts:
         if not self.frontend_on:
             return None
         cost = frontend_cost(self.flavor.name, self.frontend_costs or COSTS_PATH)
-        return FrontEnd(cost, n_entry)
+        return FrontEnd(cost, n_entry, self.frontend_workers)

@@ -262,7 +262,7 @@ class Simulation:
                     rep.enqueue(r)
                     self._kick(rep, ta)
                 else:
-                    r.entry = rep.idx
+                    r.entry, r.server = rep.idx, self.frontend.next_server(rep.idx)
                     self._push(self.frontend.intake(rep.idx, ta), READY, r)
             else:
                 break

@@ -15,6 +15,16 @@ engine-core process). The model, per replica (each replica is one server):
   many streams is capped at ``1 / per_token_s`` tokens per second at the client however fast
   the GPU is. The scheduler does not wait for it: it only shifts the client's times.
 
+**Workers.** Both systems can run several front-end processes per server: SGLang's
+``--tokenizer-worker-num N`` (HTTP workers, each with its own `TokenizerManager`) beside
+``--detokenizer-worker-num N``, vLLM's ``--api-server-count N`` (each API server tokenizes,
+detokenizes and streams its own requests). With ``workers`` = N each replica has N such
+servers: the k-th request routed to a replica enters through its server k mod N (the kernel
+spreads connections over the workers' shared socket; an even spread is what it aims at) and all
+its tokens stream back through that server. One server's costs are the fitted ones; N of them
+scale intake and delivery N-fold, which assumes the detokenizer is scaled with the tokenizer
+workers (both flags set to N) and the HTTP layer is not shared.
+
 Costs are per serving system (`Flavor.name`) and come from ``frontend_costs.json``, which
 ``benchmark.latency_model.e2e_report`` fits to the published end-to-end runs (held-out k-fold
 errors and the rows used are in that file and the report). Intake is not delayed by streaming
@@ -23,8 +33,8 @@ work (the scheduler sees requests at their intake-only times).
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,43 +72,60 @@ def frontend_cost(flavor: str, path: str | Path = COSTS_PATH) -> FrontEndCost:
 
 
 class FrontEnd:
-    """The front ends of `n` replicas: intake queues and the record that delivery needs."""
+    """The front ends of `n` replicas, `workers` servers each (server ``rep * workers + w``):
+    intake queues and the record that delivery needs."""
 
-    def __init__(self, cost: FrontEndCost, n: int) -> None:
+    def __init__(self, cost: FrontEndCost, n: int, workers: int = 1) -> None:
+        if workers < 1:
+            raise ValueError(f"front-end workers must be >= 1, got {workers}")
         self.cost = cost
-        self._free = [0.0] * n  # when each intake server is next idle
-        self._pending: list[deque[float]] = [deque() for _ in range(n)]
-        self._ends: list[list[float]] = [[] for _ in range(n)]
+        self.workers = workers
+        self._taken = [0] * n  # requests each replica's front end has taken in
+        self._free = [0.0] * (n * workers)  # when each intake server is next idle
+        # per replica, when its requests still in intake reach the scheduler: FIFO with one
+        # server, a heap with several (a later request on an idle server can pass an earlier one)
+        self._pending: list[list[float]] = [[] for _ in range(n)]
+        self._ends: list[list[float]] = [[] for _ in range(n * workers)]
+
+    def next_server(self, rep: int) -> int:
+        """The server the next request routed to `rep` will enter through."""
+        return rep * self.workers + self._taken[rep] % self.workers
 
     def intake(self, rep: int, now: float) -> float:
-        """A request reaches replica `rep`'s front end at `now`: when it reaches the scheduler."""
-        ready = max(now, self._free[rep]) + self.cost.serial_s
-        self._free[rep] = ready
-        self._ends[rep].append(ready)
-        self._pending[rep].append(ready)
+        """A request reaches replica `rep`'s front end at `now` (through `next_server(rep)`):
+        when it reaches the scheduler."""
+        srv = self.next_server(rep)
+        self._taken[rep] += 1
+        ready = max(now, self._free[srv]) + self.cost.serial_s
+        self._free[srv] = ready
+        self._ends[srv].append(ready)
+        heapq.heappush(self._pending[rep], ready)
         return ready
 
     def ready_times(self, arrivals: list[float]) -> list[float]:
         """When requests arriving at `arrivals` (sorted, one idle replica) reach the scheduler:
-        what `intake` will return for them, known in advance (round-robin routing)."""
-        out, free, serial = [], 0.0, self.cost.serial_s
-        for a in arrivals:
-            free = (a if a > free else free) + serial
-            out.append(free)
+        what `intake` will return for them, in arrival order, known in advance (round-robin
+        routing)."""
+        out, serial = [], self.cost.serial_s
+        free = [0.0] * self.workers
+        for j, a in enumerate(arrivals):
+            w = j % self.workers
+            free[w] = (a if a > free[w] else free[w]) + serial
+            out.append(free[w])
         return out
 
     def handed_over(self, rep: int) -> None:
-        """The oldest pending request of `rep` has reached its scheduler."""
-        self._pending[rep].popleft()
+        """The request of `rep` that reaches its scheduler first has done so."""
+        heapq.heappop(self._pending[rep])
 
     def next_ready(self, rep: int) -> float:
         """When the next request still in `rep`'s intake reaches the scheduler (inf: none)."""
         pending = self._pending[rep]
         return pending[0] if pending else float("inf")
 
-    def busy_periods(self, rep: int) -> tuple[np.ndarray, np.ndarray]:
-        """(starts, ends) of the intake server's busy periods on `rep` (merged, in order)."""
-        ends = np.asarray(self._ends[rep], np.float64)
+    def busy_periods(self, srv: int) -> tuple[np.ndarray, np.ndarray]:
+        """(starts, ends) of intake server `srv`'s busy periods (merged, in order)."""
+        ends = np.asarray(self._ends[srv], np.float64)
         if not ends.size:
             return ends, ends
         starts = ends - self.cost.serial_s
@@ -108,14 +135,14 @@ class FrontEnd:
         last = np.append(first[1:] - 1, ends.size - 1)
         return starts[first], ends[last]
 
-    def deliver(self, rep: int, t: np.ndarray) -> np.ndarray:
+    def deliver(self, srv: int, t: np.ndarray) -> np.ndarray:
         """Client-side times of tokens sampled at `t` (any order) by requests that entered
-        through `rep`: served one after another, `per_token_s` each, in the time the intake
-        server leaves idle (intake first), then `latency_s` later."""
+        through server `srv`: served one after another, `per_token_s` each, in the time its
+        intake leaves idle (intake first), then `latency_s` later."""
         t = np.asarray(t, np.float64)
         if not t.size:
             return t.copy()
-        bs, be = self.busy_periods(rep)
+        bs, be = self.busy_periods(srv)
         if not bs.size and self.cost.per_token_s == 0.0:
             return t + self.cost.latency_s
         cum = np.concatenate(([0.0], np.cumsum(be - bs)))  # busy time before period m

@@ -60,9 +60,9 @@ def delivered(res: SimResult, times: np.ndarray, owner: np.ndarray, done: list) 
     if fe is None or not times.size:
         return times
     out = times.copy()
-    entry = np.array([r.entry for r in done], np.int64)[owner]
-    for e in np.unique(entry):  # every token of a front end at once: they share its process
-        sel = entry == e
+    server = np.array([r.server for r in done], np.int64)[owner]
+    for e in np.unique(server):  # every token of a front-end server at once: one process
+        sel = server == e
         out[sel] = fe.deliver(int(e), times[sel])
     return out
 

@@ -23,7 +23,7 @@ class Request:
         "idx", "rid", "arrival_s", "prompt_len", "output_len",
         "base", "gen0", "computed", "gen", "pages", "replica",
         "first_token_s", "finish_s", "runs", "run_t0", "run_s0", "run_rep",
-        "preemptions", "admit_seq", "rejected", "sched_s", "hashes", "entry",
+        "preemptions", "admit_seq", "rejected", "sched_s", "hashes", "entry", "server",
     )
 
     def __init__(self, idx: int, arrival_s: float, prompt_len: int, output_len: int) -> None:
@@ -51,6 +51,7 @@ class Request:
         self.sched_s = -1.0  # when its first prefill chunk first ran (scheduling delay's end)
         self.hashes: list[int] | None = None  # the trace's prompt block hashes (prefix cache)
         self.entry = -1  # the replica whose front end took the request in (sim/frontend.py)
+        self.server = -1  # the front-end server (process) it entered through and streams from
 
     # --- token accounting -----------------------------------------------------------------------
     @property
