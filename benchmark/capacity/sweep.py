@@ -107,7 +107,8 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
     best, best_cap, trials = default, cap0, []
     passed: dict[Setting, float] = {default: cap0}  # shorter-run capacity of every setting
     if cfg.tune:
-        for knob in knobs_for(policy, cl.gpus, cl.model, cfg.quick, cl.tp):
+        for knob in knobs_for(policy, cl.gpus, cl.model, cfg.quick, cl.tp,
+                              route="router" not in cl.base):
             for value in knob.values:
                 s = best
                 for k, v in value.items():

@@ -28,10 +28,11 @@ tries those choices last (``router``, once the server's own knobs are set: at a 
 untuned server may gain nothing from any router, as SGLang's 8192-token chunk on mooncake
 did, and the descent would never come back to it): SGLang's ``--load-balance-method``
 (round-robin, its default; total-requests; total-tokens) for sglang-chunked, sglang-default and
-sglang-pdmux; sglang-duet's
-``--duet-router`` (the latency-model router, its default, and least-tokens, plus SGLang's
-three) for duet. vLLM's data-parallel balancer has no choice to make (``vllm serve`` balances
-by queue, `router.rules.VllmDpRouter`), and Dynamo's 1P1D has one prefill worker to route to.
+sglang-pdmux; sglang-duet's ``--duet-router`` (the latency-model router, its default, and
+least-tokens, plus SGLang's three; it also takes vLLM's rule, left out as no SGLang user's
+choice) for duet. vLLM's data-parallel balancer has no choice to make (``vllm serve``
+balances by queue, `router.rules.VllmDpRouter`), and Dynamo's 1P1D has one prefill worker to
+route to. A router the cluster pins (``--set router=...``) is not tuned.
 
 The search is coordinate descent from the defaults: knob by knob, every value with the other
 knobs at their best so far; a value replaces the current one only if its capacity is higher
@@ -109,13 +110,15 @@ def xpyd(gpus: int, model: str) -> Knob | None:
     return Knob("xPyD", tuple(out)) if len(out) > 1 else None
 
 
-def knobs_for(policy: str, gpus: int, model: str, quick: bool = False, tp: int = 1
-              ) -> tuple[Knob, ...]:
+def knobs_for(policy: str, gpus: int, model: str, quick: bool = False, tp: int = 1,
+              route: bool = True) -> tuple[Knob, ...]:
     """The knobs searched for ``policy`` on this cluster (``quick``: two values per knob);
-    ``router`` last where there are ``gpus / tp`` > 1 replicas to route among."""
+    ``router`` last where there are ``gpus / tp`` > 1 replicas to route among, unless the
+    cluster pins the router (``route`` False: every run uses the one it sets)."""
     knobs = KNOBS.get(policy, ())
     own = POLICIES[policy].router  # the starting point, already run as the defaults
-    routers = tuple(r for r in ROUTER_CHOICES.get(policy, ()) if r != own) if gpus // tp > 1 else ()
+    many = gpus // tp > 1 and route
+    routers = tuple(r for r in ROUTER_CHOICES.get(policy, ()) if r != own) if many else ()
     if routers:
         knobs = (*knobs, _one("router", routers))
     if policy == "dynamo":

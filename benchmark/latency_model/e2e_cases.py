@@ -148,6 +148,9 @@ def case_config(c: Case, **switches: object) -> SimConfig:
                 mem_fraction=c.mem_fraction)
     base["prefix_cache"] = c.prefix_cache
     base["frontend"] = c.frontend
+    # the published multi-replica runs spread requests round-robin (where they say), and the
+    # front-end costs were fitted so: not each system's own default router (SimConfig.router)
+    base["router"] = "round-robin"
     if c.policy == "vllm-v0":  # V0's SchedulerConfig max_num_seqs 256; graphs up to 256
         base.update(max_running=256, graph_max_bs=256)
     return SimConfig(**{**base, **switches})

@@ -47,6 +47,11 @@ E2E_RUNS = (
 )
 
 
+# Every system behind round-robin, as the paper's replicas and the committed results: not each
+# system's own default router (SimConfig.router "auto"), which the capacity tables use.
+PAPER_ROUTER = "round-robin"
+
+
 def _log(msg: str) -> None:
     print(msg, flush=True)
 
@@ -57,7 +62,8 @@ def run_obs3(quick: bool = False) -> dict[str, object]:
     out: dict[str, dict[str, list]] = {p: {} for p in OBS3_POLICIES}
     for qps in qps_list:
         w = fixed_workload(8000, 200, float(qps), n, seed=0)
-        cfg = SimConfig(trace="fixed-8000-200", policy="all", qps=float(qps), num_requests=n)
+        cfg = SimConfig(trace="fixed-8000-200", policy="all", qps=float(qps), num_requests=n,
+                        router=PAPER_ROUTER)
         for policy in OBS3_POLICIES:
             rep = run_config(SimConfig(**{**cfg.to_dict(), "policy": policy}), w)
             m = rep["results"][policy]
@@ -73,7 +79,7 @@ def run_e2e(quick: bool = False) -> dict[str, object]:
     for e in E2E_RUNS:
         n = min(e.num_requests or 10**9, 150) if quick else e.num_requests
         cfg = SimConfig(trace=e.trace, policy="all", model=e.model, tp=e.tp, gpus=2, qps=e.qps,
-                        num_requests=n, seed=0)
+                        num_requests=n, seed=0, router=PAPER_ROUTER)
         t0 = time.perf_counter()
         rep = run_config(cfg)
         rep["title"] = e.title

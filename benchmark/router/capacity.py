@@ -80,9 +80,11 @@ def router_capacity(setup: Setup, trace: str, router: str, seed: int = 0,
 
 
 def baseline_capacity(setup: Setup, trace: str, policy: str, seed: int = 0) -> dict:
-    """``policy`` on the whole cluster at its best-tuned setting (round-robin across replicas)."""
+    """``policy`` on the whole cluster at its best-tuned setting (round-robin across replicas,
+    pinned: the tuning leaves a router the cluster sets alone)."""
     n = PER_REPLICA.get(trace, 1000) * setup.replicas
-    cfg = SweepConfig(_cluster(setup, trace, seed), (policy,), n, start_qps(setup, trace),
+    cfg = SweepConfig(_cluster(setup, trace, seed, router="round-robin"), (policy,), n,
+                      start_qps(setup, trace),
                       length_check=False, jobs=1)
     r = sweep_policy(cfg, policy)
     return {"capacity_qps": r["best"]["capacity_qps"], "setting": r["best"]["label"],

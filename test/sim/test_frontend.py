@@ -113,7 +113,9 @@ def test_workers_take_every_nth_request_and_queue_apart():
         FrontEnd(FrontEndCost(0.01), 1, workers=0)
 
 
-def test_a_later_request_on_an_idle_worker_reaches_the_scheduler_first():
+def test_requests_reach_the_scheduler_in_arrival_order_across_workers():
+    """A later request on a worker idle sooner does not pass an earlier one: with every k-th
+    request on worker k mod N and one intake time, ready times never decrease."""
     fe = FrontEnd(FrontEndCost(0.010), 1, workers=2)
     fe.intake(0, 0.0)  # server 0 until 0.010
     fe.intake(0, 0.0)  # server 1 until 0.010
@@ -125,6 +127,11 @@ def test_a_later_request_on_an_idle_worker_reaches_the_scheduler_first():
         order.append(fe.next_ready(0))
         fe.handed_over(0)
     assert order == pytest.approx([0.01, 0.01, 0.02, 0.025, 0.03])
+    arrivals = np.sort(np.random.default_rng(0).exponential(0.004, 500).cumsum())
+    for workers in (2, 3, 5):
+        fe = FrontEnd(FrontEndCost(0.010), 1, workers=workers)
+        ready = [fe.intake(0, float(a)) for a in arrivals]
+        assert all(b >= a for a, b in zip(ready, ready[1:], strict=False))
 
 
 def test_each_worker_streams_its_own_requests_tokens(tmp_path):

@@ -164,6 +164,8 @@ class TestSpeedupsLeaveResultsAlone:
         w = build_arrivals(t, 10.0 * gpus / 2, 200, seed=2)
         cfg = SimConfig(policy="duet", gpus=gpus, router=router)
         assert Simulation(cfg, w, own_horizon=True)._own
+        # a load-aware router over two replicas: arrivals per replica are not known in advance
+        assert not Simulation(SimConfig(policy="duet", router="total-tokens"), w)._own
         a = simulate(cfg, w, own_horizon=True)
         b = simulate(cfg, w, own_horizon=False)
         ta, _, _ = token_times(a)

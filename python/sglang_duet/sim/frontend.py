@@ -33,8 +33,8 @@ work (the scheduler sees requests at their intake-only times).
 
 from __future__ import annotations
 
-import heapq
 import json
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,9 +82,10 @@ class FrontEnd:
         self.workers = workers
         self._taken = [0] * n  # requests each replica's front end has taken in
         self._free = [0.0] * (n * workers)  # when each intake server is next idle
-        # per replica, when its requests still in intake reach the scheduler: FIFO with one
-        # server, a heap with several (a later request on an idle server can pass an earlier one)
-        self._pending: list[list[float]] = [[] for _ in range(n)]
+        # per replica, when its requests still in intake reach the scheduler, in arrival order:
+        # with k mod N assignment and one serial time, request k is ready at
+        # max(arrival_k, ready_{k-N}) + serial, which never decreases in k, so FIFO is exact
+        self._pending: list[deque[float]] = [deque() for _ in range(n)]
         self._ends: list[list[float]] = [[] for _ in range(n * workers)]
 
     def next_server(self, rep: int) -> int:
@@ -99,7 +100,7 @@ class FrontEnd:
         ready = max(now, self._free[srv]) + self.cost.serial_s
         self._free[srv] = ready
         self._ends[srv].append(ready)
-        heapq.heappush(self._pending[rep], ready)
+        self._pending[rep].append(ready)
         return ready
 
     def ready_times(self, arrivals: list[float]) -> list[float]:
@@ -115,8 +116,8 @@ class FrontEnd:
         return out
 
     def handed_over(self, rep: int) -> None:
-        """The request of `rep` that reaches its scheduler first has done so."""
-        heapq.heappop(self._pending[rep])
+        """The oldest pending request of `rep` has reached its scheduler."""
+        self._pending[rep].popleft()
 
     def next_ready(self, rep: int) -> float:
         """When the next request still in `rep`'s intake reaches the scheduler (inf: none)."""

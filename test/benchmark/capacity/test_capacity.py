@@ -70,6 +70,7 @@ def test_router_is_tuned_last_where_there_are_replicas_to_route_among():
     assert routers("duet") == ["least-tokens", "round-robin", "total-requests", "total-tokens"]
     assert routers("vllm-chunked") == routers("dynamo") == routers("duet-paper") == []
     assert routers("duet", gpus=2, tp=2) == []  # one replica
+    assert "router" not in [k.name for k in knobs_for("duet", 2, "qwen3-8b", route=False)]
     assert [k.name for k in knobs_for("duet", 2, "qwen3-14b", tp=2)][-1] == "duet_tbt_headroom_ms"
 
 
