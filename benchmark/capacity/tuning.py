@@ -30,9 +30,9 @@ did, and the descent would never come back to it): SGLang's ``--load-balance-met
 (round-robin, its default; total-requests; total-tokens) for sglang-chunked, sglang-default and
 sglang-pdmux; sglang-duet's ``--duet-router`` (the latency-model router, its default, and
 least-tokens, plus SGLang's three; it also takes vLLM's rule, left out as no SGLang user's
-choice) for duet. vLLM's data-parallel balancer has no choice to make (``vllm serve``
-balances by queue, `router.rules.VllmDpRouter`), and Dynamo's 1P1D has one prefill worker to
-route to. A router the cluster pins (``--set router=...``) is not tuned.
+choice) for duet. vLLM's data-parallel balancer has no choice to make (with a dense model it
+alternates, `router.rules.VllmDpRouter`), and Dynamo's 1P1D has one prefill worker to route
+to. A router the cluster pins (``--set router=...``) is not tuned.
 
 The search is coordinate descent from the defaults: knob by knob, every value with the other
 knobs at their best so far; a value replaces the current one only if its capacity is higher

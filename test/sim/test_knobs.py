@@ -114,7 +114,7 @@ def test_xpyd_needs_a_multiple_of_workers():
 
 
 @pytest.mark.parametrize(("policy", "own"), [("duet", "duet"), ("duet-paper", "duet"),
-                                             ("vllm-chunked", "vllm-dp"),
+                                             ("vllm-chunked", "round-robin"),
                                              ("sglang-chunked", "round-robin"),
                                              ("sglang-pdmux", "round-robin"),
                                              ("dynamo", "round-robin")])

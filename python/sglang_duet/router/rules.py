@@ -1,7 +1,7 @@
 """Routers without a latency model: round-robin, least queued tokens, SGLang's two load-aware
 methods, written after SGLang 0.5.17's own rules
-(`sglang/srt/managers/data_parallel_controller.py`), and vLLM's data-parallel balancer (what
-vllm-chunked runs behind in the simulator)."""
+(`sglang/srt/managers/data_parallel_controller.py`), and vLLM's data-parallel balancer as it
+runs for a mixture-of-experts model."""
 
 from __future__ import annotations
 
@@ -70,8 +70,13 @@ class VllmDpRouter(Router):
     in `vllm/v1/engine/core_client.py`): the lowest ``4 x waiting + running`` (waiting weighs
     four times, as it delays TTFT), ties to the lowest index (one API server starts its scan at
     engine 0); the choice counts one more waiting request until the next report. Reports come
-    from `DPCoordinator` at most every 100 ms (its ``stats_update_interval_ms`` default). It is
-    what ``vllm serve --data-parallel-size N`` does without an external balancer. vLLM counts a
+    from `DPCoordinator` at most every 100 ms (its ``stats_update_interval_ms`` default). That is
+    ``vllm serve --data-parallel-size N`` without an external balancer for a mixture-of-experts
+    model only: the counts are published by `DPEngineCoreProc._maybe_publish_request_counts`,
+    and `run_engine_core` runs a dense model's DP ranks as independent `EngineCoreProc`s ("Non-
+    MoE DP ranks are completely independent"), which publish none, so the balancer sees only
+    its own increments and alternates: round-robin, what the simulated vLLM gets for the dense
+    models here (`PolicySpec.router`). vLLM counts a
     request part-way through a chunked prefill as running; the load report here
     (`ReplicaLoad`, SGLang's fields) counts it in neither, one request at most per replica."""
 

@@ -67,8 +67,9 @@ class PolicySpec:
     (the same estimate per capture for every system, `partition.plan.graph_memory_bytes`);
     ``router``: what its users get across replicas without choosing (``SimConfig.router``
     ``auto``): SGLang's ``--load-balance-method auto`` is round-robin outside PD
-    (`ServerArgs._handle_load_balance_method`), ``vllm serve --data-parallel-size`` balances by
-    queue (`router.rules.VllmDpRouter`), Dynamo's front end routes round-robin by default, and
+    (`ServerArgs._handle_load_balance_method`), ``vllm serve --data-parallel-size`` with a dense
+    model alternates too (its balancer gets no counts from independent dense ranks:
+    `router.rules.VllmDpRouter`), Dynamo's front end routes round-robin by default, and
     sglang-duet's ``--duet-router`` defaults to its latency-model router."""
 
     name: str
@@ -150,8 +151,7 @@ POLICIES: dict[str, PolicySpec] = {
         PolicySpec("duet-paper", "DuetPolicy, the paper's synchronous spatial scheme "
                    "(t_d <= tau only)", _duet_with("paper"), partitions=True,
                    extra_graphs=_partition_graphs, router="duet"),
-        PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm",
-                   router="vllm-dp"),
+        PolicySpec("vllm-chunked", "vLLM chunked prefill, mixed batches", _chunked, "vllm"),
         PolicySpec("sglang-chunked", "SGLang mixed chunked prefill", _chunked),
         PolicySpec("sglang-default", "SGLang default: prefill-only batches first",
                    _prefill_first),
