@@ -23,6 +23,7 @@ import sys
 from typing import Any
 
 from benchmark.stamp import ROOT, write_result
+from sglang_duet.sim.policies import POLICIES
 
 from .bound import physical_bound
 from .report import OURS, write_index
@@ -59,6 +60,12 @@ def lower_run(best: dict[str, Any]) -> float:
     return min(cap, float(rl["capacity_qps"])) if rl else cap
 
 
+def _router(cluster: Cluster, policy: str, best: dict[str, Any]) -> str:
+    """The router a best setting ran behind, resolved (the system's own where not tuned)."""
+    s = Setting(policy, tuple(sorted(best["setting"].items())))
+    return POLICIES[policy].router_for(cluster.sim_config(s, 1.0, 1000))
+
+
 def _case(path: str) -> dict[str, Any]:
     with open(path) as f:
         result = json.load(f)
@@ -82,6 +89,7 @@ def _case(path: str) -> dict[str, Any]:
         "duet_paper": best.get("duet-paper"),
         "best_alternative": alt, "best_alternative_qps": alts[alt],
         "best_alternative_setting": pols[alt]["best"]["label"],
+        "routers": {p: _router(cluster, p, pols[p]["best"]) for p in ("duet", alt)},
         "alternatives": alts,
         "vs_best_alternative": round(duet / alts[alt], 3),
         "lower_run": {"duet": low["duet"], "best_alternative": low_alt,

@@ -25,6 +25,18 @@ def test_all_policies_json(tmp_path, capsys):
     table = capsys.readouterr().out
     for name in policy_names():
         assert name in table
+    # the router each ran behind, resolved from "auto" to the system's own default
+    routers = {n: m["setup"]["router"] for n, m in report["results"].items()}
+    assert report["config"]["router"] == "auto"
+    assert routers["duet"] == "duet" and routers["sglang-pdmux"] == "round-robin"
+    assert routers["vllm-chunked"] == "round-robin"
+
+
+def test_pinned_router_is_recorded(tmp_path):
+    out = tmp_path / "run.json"
+    assert main(["--trace", "azure-code", "--policy", "duet", "--qps", "4", "--num-requests",
+                 "10", "--router", "total-tokens", "--quiet", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["results"]["duet"]["setup"]["router"] == "total-tokens"
 
 
 def test_quiet_single(tmp_path, capsys):

@@ -95,6 +95,7 @@ def run_config(cfg: SimConfig, workload: Workload | None = None, show_progress: 
             "replicas": len(sim.replicas),
             "replica_tp": sim.replica_tp,
             "flavor": sim.spec.flavor,
+            "router": sim.router_name,  # resolved: the system's own where cfg.router is "auto"
             "kv": sim.sizing.to_dict(),
         }
         results[sim.spec.name] = m

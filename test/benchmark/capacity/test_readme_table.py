@@ -29,6 +29,13 @@ def test_summary_is_the_sweeps():
     assert [c["file"] for c in got["cases"]] == [c["file"] for c in want["cases"]]
     assert got == want
     assert len(got["cases"]) == 6  # 3 traces x (Qwen3-8B TP=1, Qwen3-14B TP=2)
+    by = {c["file"]: c for c in got["cases"]}
+    # the routers resolved: the tuned one where the label names it, else the system's own
+    moon = by["mooncake-qwen3-8b-tp1.json"]
+    assert moon["routers"][moon["best_alternative"]] in moon["best_alternative_setting"]
+    for c in got["cases"]:
+        if "router=" not in c["best_alternative_setting"]:
+            assert c["routers"][c["best_alternative"]] == "round-robin"
 
 
 def test_target_rule(tmp_path):
