@@ -100,7 +100,8 @@ class _Ideal:
         kv = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                            cfg.mem_fraction, int(cfg.activation_reserve_gb * 1e9))
         # one cache as large as every replica's whole KV pool together
-        self.hit = prefix_hits(p, work.hash_ids, kv.capacity_tokens * (cfg.gpus // cfg.tp))
+        self.cache_tokens = kv.capacity_tokens * (cfg.gpus // cfg.tp)
+        self.hit = prefix_hits(p, work.hash_ids, self.cache_tokens)
         self.p, self.new = p, p - self.hit
         self.prefill_rows = Batch(self.new, self.hit)
         self.ctx = int(p.mean() + self.o.mean() / 2)
@@ -166,9 +167,10 @@ class _Ideal:
         return lo / float(self.new.mean()) / step, b / step / self.o.mean(), lo
 
 
-def physical_bound(cfg: SimConfig) -> dict[str, Any]:
-    """The bound for ``cfg``'s trace, model, GPUs, TP and SLO (the module docstring)."""
-    ideal = _Ideal(cfg)
+def _configurations(ideal: _Ideal) -> tuple[list[str], list[tuple[float, float]], float, int,
+                                             float]:
+    """(labels, (a, d) points of every configuration, the mean prefill seconds alone, B*, its
+    step seconds) for one replica (the module docstring)."""
     hw, o, tpc = ideal.hw, ideal.o, ideal.hw.sms_per_tpc
     pre_s = ideal.prefill_s()
     b_star, t_star = ideal.decode_rate(lambda n: ideal.device_s(Batch.decode(n, ideal.ctx)))
@@ -187,6 +189,14 @@ def physical_bound(cfg: SimConfig) -> dict[str, Any]:
         if n:
             labels.append(f"mixed B={b} + {n} prefill tokens")
             points.append((a, d))
+    return labels, points, pre_s, b_star, t_star
+
+
+def physical_bound(cfg: SimConfig) -> dict[str, Any]:
+    """The bound for ``cfg``'s trace, model, GPUs, TP and SLO (the module docstring)."""
+    ideal = _Ideal(cfg)
+    o = ideal.o
+    labels, points, pre_s, b_star, t_star = _configurations(ideal)
     replicas = cfg.gpus // cfg.tp
     best, mix = best_mixture(points)
     serial, _ = best_mixture(points[:2])

@@ -6,7 +6,10 @@ where 1.2x would pass that; either way duet must not be below the alternative, s
 alternative itself passes 90% of the bound it is the target. The bound counts decode beside
 prefill on disjoint SMs and decodes riding in mixed iterations, so no simulated policy passes it
 (test/benchmark/capacity/test_bound.py); the table also gives the looser compute floor (no
-weight reads at all, compute and HBM traffic overlapping perfectly). ``python -m
+weight reads at all, compute and HBM traffic overlapping perfectly), and the queue-aware bound
+(`queue_bound.py`: the lower of the physical bound and the ideal scheduler's capacity under the
+TTFT SLO with the runs' own Poisson arrivals, first come first served), which says how much of
+the gap to the bound is prompts queueing, which no FCFS scheduler avoids. ``python -m
 benchmark.capacity.summary`` writes ``summary.json`` (stamped) in the folder and the same table
 into the top-level README between its ``capacity-table`` markers, so the README's figures are
 the JSON's (test/benchmark/capacity/test_readme_table.py holds them equal). Requests per second.
@@ -26,6 +29,7 @@ from benchmark.stamp import ROOT, write_result
 from sglang_duet.sim.policies import POLICIES
 
 from .bound import physical_bound
+from .queue_bound import queue_bound
 from .report import OURS, write_index
 from .search import Cluster, Setting
 
@@ -73,6 +77,7 @@ def _case(path: str) -> dict[str, Any]:
     cluster = Cluster(**cl)
     cfg = cluster.sim_config(Setting("duet"), 1.0, 1000)  # the sweep's overrides included
     bound = physical_bound(cfg)
+    queue = queue_bound(cfg, int(result["config"]["requests"]), cluster.target)
     pols = result["policies"]
     best = {p: float(r["best"]["capacity_qps"]) for p, r in pols.items()}
     alts = {p: v for p, v in best.items() if p not in OURS}
@@ -98,6 +103,11 @@ def _case(path: str) -> dict[str, Any]:
         "bound_qps": b, "bound_mixture": bound["mixture"], "serial_bound_qps": bound["serial_qps"],
         "compute_floor_qps": bound["compute_floor_qps"],
         "duet_share_of_bound": round(duet / b, 3),
+        # the bound under the TTFT SLO too (queue_bound.py): the lower of the two reads each
+        "queue_qps": queue["queue_qps"], "queue_ceiling_qps": queue["queue_ceiling_qps"],
+        "queue_aware_bound_qps": min(b, queue["queue_qps"]),
+        "duet_share_of_queue_bound": round(duet / min(b, queue["queue_qps"]), 3),
+        "alternative_share_of_queue_bound": round(alts[alt] / min(b, queue["queue_qps"]), 3),
         "alternative_share_of_bound": round(alts[alt] / b, 3),
         "target_qps": round(target, 4),
         "target_kind": kind,
@@ -156,13 +166,21 @@ def _lower(low: dict[str, Any] | None) -> str:
             f"{low['vs_best_alternative']:.2f}x")
 
 
+def _queue(c: dict[str, Any]) -> str:
+    if "queue_qps" not in c:
+        return "-"
+    return (f"{_q(c['queue_aware_bound_qps'])}: {c['duet_share_of_queue_bound']:.0%}, "
+            f"{c['alternative_share_of_queue_bound']:.0%}")
+
+
 def table(summary: dict[str, Any]) -> str:
     """The markdown table of `summary` (the README's, verbatim)."""
     lines = ["| case (2x H100) | duet | duet-paper | best-tuned alternative | duet / it | "
              "lower of 1x, 2x runs | physical bound | duet / bound | alternative / bound | "
+             "queue-aware bound: duet, alternative / it | "
              "compute floor | target | met | what stops duet past it |",
-             "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | --- "
-             "| --- |"]
+             "| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| --- | --- |"]
     for c in summary["cases"]:
         met = "yes" if c["target_met"] else "no" + ("" if c["not_below_alternative"]
                                                    else " (below it)")
@@ -172,7 +190,8 @@ def table(summary: dict[str, Any]) -> str:
             f"({c['best_alternative_setting']}) | {c['vs_best_alternative']:.2f}x | "
             f"{_lower(c.get('lower_run'))} | "
             f"{_q(c['bound_qps'])} | {c['duet_share_of_bound']:.0%} | "
-            f"{c['alternative_share_of_bound']:.0%} | {_q(c['compute_floor_qps'])} | "
+            f"{c['alternative_share_of_bound']:.0%} | {_queue(c)} | "
+            f"{_q(c['compute_floor_qps'])} | "
             f"{_q(c['target_qps'])} "
             f"({c['target_kind']}) | {met} | {c.get('duet_limit') or '-'} |")
     return "\n".join(lines)

@@ -50,6 +50,7 @@ def test_target_rule(tmp_path):
             "not_below_alternative": True}
     row = S.table({"cases": [case]}).splitlines()[2]
     assert row.startswith("| t, Qwen3-8B | 30.0 | 20.0 | x 29.0 (defaults) | 1.03x | - | 32.0 |")
+    assert "| 94% | 91% | - | 60.0 |" in row  # no queue-aware bound in this case: "-"
     assert row.endswith("| 60.0 | 29.0 (the alternative) | yes | - |")
     (tmp_path / "R.md").write_text(f"a\n{S.MARK_BEGIN}\nold\n{S.MARK_END}\nb\n")
     S.write_readme({"cases": [case]}, str(tmp_path / "R.md"))

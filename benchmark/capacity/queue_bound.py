@@ -1,0 +1,132 @@
+"""The queue-aware bound: the physical bound's ideal scheduler under the capacity rule's TTFT SLO.
+
+The physical bound (`bound.py`) counts throughput only: the highest rate at which an ideal
+scheduler's prefill and decode work fit the GPUs. The capacity rule also asks that 90% of the
+window's requests get their first token within the TTFT SLO, and under Poisson arrivals prompts
+queue even below that rate: on mooncake, where prompts run from a few hundred tokens to over
+100K, a burst of long ones holds every prompt behind it for seconds. Every system compared here
+admits prompts first come, first served (SGLang's default ``--schedule-policy fcfs``, vLLM's
+FCFS, Dynamo's prefill queue), so this bound runs the capacity runs' own requests (the sweep's
+sample, seed and run length, `sim.build_arrivals`) through an ideal FCFS server:
+
+* one queue for all replicas (a request starts on whichever replica frees first; any router
+  that must choose at arrival can only do worse), no front end, no host time, no chunking;
+* each request's prefill takes its new (uncached) tokens at the bound's per-token time plus its
+  own attention over its context (`bound._Ideal`; scaled so that the sample's attention sums to
+  the batch's), the prefix cache shared and never evicting, as the bound's;
+* the replica prefills at ``speed`` times its prefill-only rate. ``queue_ceiling_qps``: speed 1,
+  decode free (an upper bound of any FCFS system under the same latency model and rule).
+  ``queue_qps``: the speed the decode demand of the offered load leaves, at best
+  (`prefill_rate`: the most prefill the bound's configurations sustain beside decoding
+  ``qps / replicas`` requests per second), as a fluid (decode demand at its mean);
+* a rate passes by the steady-state rule the capacity runs use (`sim.steady`: the window of
+  arrivals 10%-90%, admitted >= 0.97 of offered, TTFT rising <= 10% of its SLO, and >= the
+  target share of the window's first tokens within the TTFT SLO; TBT is met by construction).
+
+``queue_qps`` can exceed the throughput bound by the rule's own tolerance (a queue growing by
+3% of the offered load passes); the summary reads each policy against the lower of the two.
+Seconds, tokens, requests per second.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from sglang_duet.latency import Batch
+from sglang_duet.sim import SimConfig, build_arrivals, load_trace
+from sglang_duet.sim.steady import RISE_MAX_SHARE, SERVED_MIN
+
+from .bound import _configurations, _Ideal, prefix_hits
+
+__all__ = ["fcfs_first_tokens", "prefill_rate", "queue_bound", "window_passes"]
+
+_REL_TOL = 1e-3  # the bisection's bracket, relative
+
+
+def prefill_rate(points: Sequence[tuple[float, float]], d: float) -> float:
+    """The most prefill ``a`` (requests/s) a convex combination of ``points`` (a_i, d_i)
+    sustains while decoding at least ``d`` requests/s (0 when none reaches ``d``): a linear
+    program with two constraints, so its optimum mixes at most two points."""
+    ab = np.asarray(points, dtype=float)
+    a, dd = ab[:, 0], ab[:, 1]
+    best = float(a[dd >= d].max(initial=0.0))
+    hi, lo = np.flatnonzero(dd > d), np.flatnonzero(dd < d)
+    if hi.size and lo.size:
+        f = (d - dd[lo][None, :]) / (dd[hi][:, None] - dd[lo][None, :])  # share of the high
+        best = max(best, float((f * a[hi][:, None] + (1 - f) * a[lo][None, :]).max()))
+    return best
+
+
+def fcfs_first_tokens(arrival: np.ndarray, service: np.ndarray, servers: int) -> np.ndarray:
+    """First-token times of requests served first come, first served from one queue by
+    ``servers`` identical servers (seconds; ``arrival`` sorted)."""
+    free = [0.0] * servers
+    out = np.empty(len(arrival))
+    for i, (t, s) in enumerate(zip(arrival.tolist(), service.tolist(), strict=True)):
+        start = max(heapq.heappop(free), t)
+        out[i] = start + s
+        heapq.heappush(free, start + s)
+    return out
+
+
+def window_passes(arrival: np.ndarray, first: np.ndarray, ttft_slo_s: float, target: float
+                  ) -> bool:
+    """`sim.steady`'s pass rule on first tokens alone (window: arrivals 10% to 90%)."""
+    n = len(arrival)
+    lo = int(0.1 * n)
+    hi = min(max(lo + 2, int(round(0.9 * n))), n)
+    t0, t1 = arrival[lo], arrival[hi - 1]
+    x, y = arrival[lo:hi], first[lo:hi] - arrival[lo:hi]
+    dx = x - x.mean()
+    rise = float(dx @ (y - y.mean())) / float(dx @ dx) * (t1 - t0)
+    admitted = np.count_nonzero((first >= t0) & (first <= t1)) / (hi - lo)
+    met = np.count_nonzero(y <= ttft_slo_s + 1e-12) / (hi - lo)
+    return bool(admitted >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
+                and met >= target)
+
+
+def queue_bound(cfg: SimConfig, requests: int, target: float = 0.9) -> dict[str, Any]:
+    """``queue_qps`` and ``queue_ceiling_qps`` for ``cfg``'s cluster over the capacity runs'
+    first ``requests`` requests (the module docstring)."""
+    ideal = _Ideal(cfg)
+    _, points, pre_s, _, _ = _configurations(ideal)
+    replicas = cfg.gpus // cfg.tp
+    unit = build_arrivals(load_trace(cfg.trace), 1.0, requests, cfg.seed)  # arrivals scale 1/qps
+    p = unit.input_len.astype(np.int64)
+    hit = prefix_hits(p, unit.hash_ids, ideal.cache_tokens)
+    new = p - hit
+    att = np.array([ideal.lat.predict(Batch([int(q)], [int(c)])).attention_s
+                    for q, c in zip(new.tolist(), hit.tolist(), strict=True)])
+    att *= ideal.lat.predict(Batch(new, hit)).attention_s / att.sum()
+    service = new * ideal.per_token_s() + att
+    ttft = cfg.ttft_slo_ms / 1e3
+
+    def passes(qps: float, speed: float) -> bool:
+        if speed <= 0.0:
+            return False
+        arrival = unit.arrival_s / qps
+        return window_passes(arrival, fcfs_first_tokens(arrival, service / speed, replicas),
+                             ttft, target)
+
+    def highest(speed_at) -> float:
+        lo, hi = 0.0, 2.0 * replicas / float(service.mean())  # twice the prefill-only rate
+        while passes(hi, speed_at(hi)):
+            lo, hi = hi, 2.0 * hi
+        lo = lo or hi / 1024.0
+        if not passes(lo, speed_at(lo)):
+            return 0.0
+        while hi / lo > 1.0 + _REL_TOL:
+            mid = (lo * hi) ** 0.5
+            lo, hi = (mid, hi) if passes(mid, speed_at(mid)) else (lo, mid)
+        return lo
+
+    def fluid(qps: float) -> float:
+        return min(1.0, prefill_rate(points, qps / replicas) * pre_s)
+
+    q = highest(fluid)
+    return {"queue_qps": round(q, 4), "queue_ceiling_qps": round(highest(lambda _: 1.0), 4),
+            "queue_speed": round(fluid(q), 4), "requests": requests}
