@@ -9,16 +9,18 @@ admits prompts first come, first served (SGLang's default ``--schedule-policy fc
 FCFS, Dynamo's prefill queue), so this bound runs the capacity runs' own requests (the sweep's
 sample, seed and run length, `sim.build_arrivals`) through an ideal FCFS server:
 
-* one queue for all replicas (a request starts on whichever replica frees first; any router
-  that must choose at arrival can only do worse), no front end, no host time, no chunking;
+* one queue for all replicas (a request starts on whichever replica frees first: what a
+  router achieves that knows every prompt's cost and sends each request to the replica with
+  the least queued work), no front end, no host time, no chunking, no KV pool limit;
 * each request's prefill takes its new (uncached) tokens at the bound's per-token time plus its
   own attention over its context (`bound._Ideal`; scaled so that the sample's attention sums to
   the batch's), the prefix cache shared and never evicting, as the bound's;
 * the replica prefills at ``speed`` times its prefill-only rate. ``queue_ceiling_qps``: speed 1,
-  decode free (an upper bound of any FCFS system under the same latency model and rule).
-  ``queue_qps``: the speed the decode demand of the offered load leaves, at best
-  (`prefill_rate`: the most prefill the bound's configurations sustain beside decoding
-  ``qps / replicas`` requests per second), as a fluid (decode demand at its mean);
+  decode free (it errs high for every system here). ``queue_qps``: the speed the decode
+  demand of the offered load leaves, at best (`prefill_rate`: the most prefill the bound's
+  configurations sustain beside decoding ``qps / replicas`` requests per second), as a fluid:
+  decode demand at its mean, so an estimate rather than a strict bound (a burst of prompts
+  leaves fewer requests decoding, and more of the device to prefill, than the mean);
 * a rate passes by the steady-state rule the capacity runs use (`sim.steady`: the window of
   arrivals 10%-90%, admitted >= 0.97 of offered, TTFT rising <= 10% of its SLO, and >= the
   target share of the window's first tokens within the TTFT SLO; TBT is met by construction).
