@@ -25,6 +25,10 @@ sample, seed and run length, `sim.build_arrivals`) through an ideal FCFS server:
   arrivals 10%-90%, admitted >= 0.97 of offered, TTFT rising <= 10% of its SLO, and >= the
   target share of the window's first tokens within the TTFT SLO; TBT is met by construction).
 
+`checked_queue_bound` applies the capacity runs' run-length rule to it: the figure at twice the
+requests where it falls by more than 5% there (mooncake's long prompts are rare enough that a
+longer sample holds more of them).
+
 ``queue_qps`` can exceed the throughput bound by the rule's own tolerance (a queue growing by
 3% of the offered load passes); the summary reads each policy against the lower of the two.
 Seconds, tokens, requests per second.
@@ -43,8 +47,10 @@ from sglang_duet.sim import SimConfig, build_arrivals, load_trace
 from sglang_duet.sim.steady import RISE_MAX_SHARE, SERVED_MIN
 
 from .bound import _configurations, _Ideal, prefix_hits
+from .search import run_length
 
-__all__ = ["fcfs_first_tokens", "prefill_rate", "queue_bound", "window_passes"]
+__all__ = ["checked_queue_bound", "fcfs_first_tokens", "prefill_rate", "queue_bound",
+           "window_passes"]
 
 _REL_TOL = 1e-3  # the bisection's bracket, relative
 
@@ -132,3 +138,13 @@ def queue_bound(cfg: SimConfig, requests: int, target: float = 0.9) -> dict[str,
     q = highest(fluid)
     return {"queue_qps": round(q, 4), "queue_ceiling_qps": round(highest(lambda _: 1.0), 4),
             "queue_speed": round(fluid(q), 4), "requests": requests}
+
+
+def checked_queue_bound(cfg: SimConfig, requests: int, target: float = 0.9) -> dict[str, Any]:
+    """`queue_bound` at ``requests`` and twice that, by the capacity runs' run-length rule
+    (`search.run_length`): the longer run's figures where its ``queue_qps`` fell by more than
+    `search.LENGTH_TOL`, else the shorter's; ``run_length``: the check."""
+    short = queue_bound(cfg, requests, target)
+    long = queue_bound(cfg, 2 * requests, target)
+    check = run_length(short["queue_qps"], long["queue_qps"], 2 * requests)
+    return {**(long if check["sets_figure"] else short), "run_length": check}

@@ -29,7 +29,7 @@ from benchmark.stamp import ROOT, write_result
 from sglang_duet.sim.policies import POLICIES
 
 from .bound import physical_bound
-from .queue_bound import queue_bound
+from .queue_bound import checked_queue_bound
 from .report import OURS, write_index
 from .search import Cluster, Setting
 
@@ -77,7 +77,7 @@ def _case(path: str) -> dict[str, Any]:
     cluster = Cluster(**cl)
     cfg = cluster.sim_config(Setting("duet"), 1.0, 1000)  # the sweep's overrides included
     bound = physical_bound(cfg)
-    queue = queue_bound(cfg, int(result["config"]["requests"]), cluster.target)
+    queue = checked_queue_bound(cfg, int(result["config"]["requests"]), cluster.target)
     pols = result["policies"]
     best = {p: float(r["best"]["capacity_qps"]) for p, r in pols.items()}
     alts = {p: v for p, v in best.items() if p not in OURS}
@@ -105,6 +105,7 @@ def _case(path: str) -> dict[str, Any]:
         "duet_share_of_bound": round(duet / b, 3),
         # the bound under the TTFT SLO too (queue_bound.py): the lower of the two reads each
         "queue_qps": queue["queue_qps"], "queue_ceiling_qps": queue["queue_ceiling_qps"],
+        "queue_requests": queue["requests"],
         "queue_aware_bound_qps": min(b, queue["queue_qps"]),
         "duet_share_of_queue_bound": round(duet / min(b, queue["queue_qps"]), 3),
         "alternative_share_of_queue_bound": round(alts[alt] / min(b, queue["queue_qps"]), 3),

@@ -13,6 +13,7 @@ from scipy.optimize import linprog
 
 from benchmark.capacity.bound import best_mixture, physical_bound, prefix_hits
 from benchmark.capacity.queue_bound import (
+    checked_queue_bound,
     fcfs_first_tokens,
     prefill_rate,
     queue_bound,
@@ -140,3 +141,16 @@ def test_queue_bound_orders_and_bounds_the_committed_capacities():
             assert float(r["best"]["capacity_qps"]) < q["queue_ceiling_qps"], (path, pol)
         if "mooncake" in path:
             assert q["queue_qps"] < 0.85 * physical_bound(cfg)["capacity_qps"]
+
+
+def test_checked_queue_bound_takes_the_longer_run_where_it_falls():
+    """The run-length rule of the capacity runs: mooncake's 14B figure falls by more than 5%
+    over twice the requests (a longer sample holds more of its rare long prompts), so the
+    longer run's is the figure; a figure that holds keeps the shorter run's."""
+    for model, tp, longer in (("qwen3-14b", 2, True), ("qwen3-8b", 1, False)):
+        cfg = Cluster("mooncake", model, tp).sim_config(Setting("duet"), 1.0, 1000)
+        short, long = queue_bound(cfg, 6000), queue_bound(cfg, 12000)
+        got = checked_queue_bound(cfg, 6000)
+        assert got["run_length"]["sets_figure"] is longer
+        assert got["queue_qps"] == (long if longer else short)["queue_qps"]
+        assert got["requests"] == (12000 if longer else 6000)
