@@ -9,16 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.optimize import linprog
 
 from benchmark.capacity.bound import best_mixture, physical_bound, prefix_hits
-from benchmark.capacity.queue_bound import (
-    checked_queue_bound,
-    fcfs_first_tokens,
-    prefill_rate,
-    queue_bound,
-    window_passes,
-)
 from benchmark.capacity.search import Cluster, Setting
 from sglang_duet.sim import SimConfig
 
@@ -89,68 +81,3 @@ def test_prefix_hits():
     assert prefix_hits(prompts, None, 1 << 20).tolist() == [0, 0, 0, 0]
     assert prefix_hits(prompts, hashes, 0).tolist() == [0, 0, 0, 0]  # no room: nothing cached
 
-
-# --- the queue-aware bound (queue_bound.py) --------------------------------------------------
-
-
-def test_prefill_rate_is_the_lp_optimum():
-    pts = [(10.0, 0.0), (0.0, 5.0), (6.0, 3.0)]
-    assert prefill_rate(pts, 0.0) == 10.0
-    assert prefill_rate(pts, 3.0) == pytest.approx(6.0)  # (6, 3) alone beats mixing the ends
-    assert prefill_rate(pts, 4.0) == pytest.approx(3.0)  # half (6, 3), half (0, 5)
-    assert prefill_rate(pts, 5.0) == pytest.approx(0.0)
-    assert prefill_rate(pts, 6.0) == 0.0  # no mixture decodes that fast
-    # the LP solved by scipy agrees: max a.f s.t. d.f >= need, sum f = 1, f >= 0
-    rng = np.random.default_rng(1)
-    for _ in range(20):
-        p = rng.uniform(0, 1, size=(7, 2))
-        for need in (0.2, 0.5, 0.8):
-            lp = linprog(-p[:, 0], A_ub=[-p[:, 1]], b_ub=[-need], A_eq=[np.ones(7)], b_eq=[1.0])
-            want = -lp.fun if lp.status == 0 else 0.0
-            assert prefill_rate(p.tolist(), need) == pytest.approx(want, abs=1e-9)
-
-
-def test_fcfs_first_tokens():
-    arr = np.array([0.0, 0.0, 1.0, 5.0])
-    svc = np.array([2.0, 1.0, 1.0, 1.0])
-    assert fcfs_first_tokens(arr, svc, 1).tolist() == [2.0, 3.0, 4.0, 6.0]
-    assert fcfs_first_tokens(arr, svc, 2).tolist() == [2.0, 1.0, 2.0, 6.0]
-
-
-def test_window_passes():
-    arr = np.arange(100, dtype=float)
-    assert window_passes(arr, arr + 1.0, 10.0, 0.9)
-    assert not window_passes(arr, arr + 11.0, 10.0, 0.9)  # every TTFT over the SLO
-    assert not window_passes(arr, arr + 0.05 * arr, 10.0, 0.9)  # TTFT grows 4 s in the window
-    late = arr + np.where(arr > 80, 100.0, 1.0)  # the window's last first tokens come too late
-    assert not window_passes(arr, late, 1000.0, 0.9)
-
-
-def test_queue_bound_orders_and_bounds_the_committed_capacities():
-    """The FCFS ceiling (decode free, the whole device prefilling) passes every committed
-    best-tuned capacity, the fluid figure lies below it, and on mooncake (prompts to 100K+)
-    queueing alone costs the ideal scheduler over 15% of the throughput bound."""
-    paths = sorted(glob.glob(str(RESULTS / "*-tp[0-9]*.json")))
-    assert paths
-    for path in paths:
-        body = json.loads(Path(path).read_text())
-        cfg = Cluster(**body["config"]["cluster"]).sim_config(Setting("duet"), 1.0, 1000)
-        q = queue_bound(cfg, int(body["config"]["requests"]))
-        assert 0 < q["queue_qps"] <= q["queue_ceiling_qps"]
-        for pol, r in body["policies"].items():
-            assert float(r["best"]["capacity_qps"]) < q["queue_ceiling_qps"], (path, pol)
-        if "mooncake" in path:
-            assert q["queue_qps"] < 0.85 * physical_bound(cfg)["capacity_qps"]
-
-
-def test_checked_queue_bound_takes_the_longer_run_where_it_falls():
-    """The run-length rule of the capacity runs: mooncake's 14B figure falls by more than 5%
-    over twice the requests (a longer sample holds more of its rare long prompts), so the
-    longer run's is the figure; a figure that holds keeps the shorter run's."""
-    for model, tp, longer in (("qwen3-14b", 2, True), ("qwen3-8b", 1, False)):
-        cfg = Cluster("mooncake", model, tp).sim_config(Setting("duet"), 1.0, 1000)
-        short, long = queue_bound(cfg, 6000), queue_bound(cfg, 12000)
-        got = checked_queue_bound(cfg, 6000)
-        assert got["run_length"]["sets_figure"] is longer
-        assert got["queue_qps"] == (long if longer else short)["queue_qps"]
-        assert got["requests"] == (12000 if longer else 6000)
