@@ -111,7 +111,8 @@ def markdown(result: dict[str, Any]) -> str:
              "more than one replica the router its users can pick last. "
              "2x run: the best setting's capacity with twice the requests; where it fell by "
              "more than 5%, the best-tuned capacity is the 2x run's, and every other setting "
-             "whose shorter run beat that figure is length-checked too, the highest figure "
+             "tried whose shorter run beat that figure (one whose tuning probe failed "
+             "searched first) is length-checked too, the highest figure "
              "winning (defaults: the shorter run's). Sarathi: median "
              "scheduling delay <= 2 s and P99 TBT <= tau. Saturation: served req/s at twice "
              "the capacity. At capacity: P99 TBT over all gaps, P99 TTFT.", "",

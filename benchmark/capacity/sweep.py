@@ -13,10 +13,12 @@ Per policy (the policies run in parallel worker processes, each on the same arri
    best-tuned capacity *is* the longer run's (``best.capacity_from = "2x run"``, the shorter
    run's figure kept as ``best.short_run_qps``); a rise is left as a flag, the shorter figure
    being the conservative one. The setting a user would pick is the one whose figure holds
-   over the longer run, so when the best setting's fell, every other setting that passed with
-   a shorter-run capacity above that figure is refined and length-checked too (in order of
-   that capacity, while one can still beat the figure), and the highest figure wins
-   (``best.length_checked``: each one checked and its figure);
+   over the longer run, so when the best setting's fell, every other setting tried whose
+   shorter-run capacity is above that figure is refined and length-checked too (in order of
+   that capacity, or of the QPS its probe failed at, while one can still beat the figure), and
+   the highest figure wins (``best.length_checked``: each one checked and its figure). A
+   setting whose probe failed (step 2) has its shorter-run capacity searched first: failing
+   just above the best shorter run does not say how it fares over the longer one;
 4. at the best setting: Sarathi-Serve's capacity (``search.sarathi_passes``) and the saturation
    throughput, the served rate over the steady-state window at twice the capacity.
 
@@ -106,6 +108,7 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
     cap0 = search(default, n, cfg.start_qps, FINE_TOL)
     best, best_cap, trials = default, cap0, []
     passed: dict[Setting, float] = {default: cap0}  # shorter-run capacity of every setting
+    failed: dict[Setting, float] = {}  # settings whose probe failed: the QPS it failed at
     if cfg.tune:
         for knob in knobs_for(policy, cl.gpus, cl.model, cfg.quick, cl.tp,
                               route="router" not in cl.base):
@@ -122,6 +125,7 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
                     if not passes(probe, cl.target):
                         trials.append({"knob": knob.name, "value": value,
                                        "capacity_qps": None, "fails_at_qps": probe.qps})
+                        failed[s] = probe.qps
                         continue
                 cap = search(s, n, best_cap * (1 + COARSE_TOL) or cfg.start_qps, COARSE_TOL)
                 trials.append({"knob": knob.name, "value": value, "capacity_qps": cap})
@@ -148,9 +152,12 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
     if cfg.length_check and best_cap > 0:
         out["best"] = length_checked(best, best_cap)
         if out["best"].get("capacity_from") == "2x run":  # another setting may hold up better
+            first = best
             checked = [{"setting": best.label(), "capacity_qps": out["best"]["capacity_qps"]}]
-            for s, cap in sorted(passed.items(), key=lambda kv: -kv[1]):
-                if s == best or cap <= out["best"]["capacity_qps"]:
+            # a probe-failed setting's shorter-run capacity is below its failing QPS (the
+            # order key); searched from there, as the others are refined from theirs
+            for s, cap in sorted({**failed, **passed}.items(), key=lambda kv: -kv[1]):
+                if s in (first, best) or cap <= out["best"]["capacity_qps"]:
                     continue
                 cap = search(s, n, cap, FINE_TOL)  # refined as the best was
                 if cap <= out["best"]["capacity_qps"]:

@@ -133,11 +133,45 @@ def test_a_setting_that_holds_over_the_longer_run_beats_one_that_drifts(monkeypa
     b = sweep.sweep_policy(cfg, "sglang-chunked")["best"]
     assert b["setting"] == {"token_budget": 256} and "capacity_from" not in b
     assert 28 / 1.025 <= b["capacity_qps"] <= 28.0 and b["run_length"]["ok"]
-    assert [c["setting"] for c in b["length_checked"]] == ["token_budget=1024",
-                                                            "token_budget=256"]
+    # 1024's router trials failed their probes above 30: checked too, and drift as 1024 does
+    assert [c["setting"] for c in b["length_checked"]] == [
+        "token_budget=1024", "router=total-requests, token_budget=1024",
+        "router=total-tokens, token_budget=1024", "token_budget=256"]
     assert b["length_checked"][0]["capacity_qps"] <= 24.0
     long_runs = {dict(s.knobs).get("token_budget") for s, _, n in calls if n == 200}
     assert long_runs == {1024, 256}
+
+
+def test_a_setting_whose_probe_failed_is_length_checked_too(monkeypatch):
+    """token_budget 2048 comes after 1024 (30) and fails the probe at 31.5, but holds 29 over
+    twice the requests where 1024 drifts to 24: its shorter-run capacity is searched and it is
+    length-checked, and wins; 4096 (20 in both) is searched and cannot beat the figure."""
+    short = {1024: 30.0, 2048: 29.0}
+    long = {1024: 24.0, 2048: 29.0}
+
+    def limit(s, n):
+        tb = dict(s.knobs).get("token_budget")
+        if tb is None:  # the default
+            return 10.0
+        return (short if n == 100 else long).get(tb, 20.0 if tb == 4096 else 5.0)
+
+    ev, calls = _fake_evaluate(limit)
+    monkeypatch.setattr(search, "evaluate", ev)
+    monkeypatch.setattr(sweep, "evaluate", ev)
+    cfg = sweep.SweepConfig(Cluster("azure-code"), ("sglang-chunked",), 100, 8.0)
+    r = sweep.sweep_policy(cfg, "sglang-chunked")
+    failed = {t["value"]["token_budget"] for t in r["trials"]
+              if t["knob"] == "token_budget" and t["capacity_qps"] is None}
+    assert {2048, 4096} <= failed
+    b = r["best"]
+    assert b["setting"] == {"token_budget": 2048} and b["run_length"]["ok"]
+    assert 29 / 1.025 <= b["capacity_qps"] <= 29.0
+    # then 1024's router trials (failed at 31.5, and drifting as 1024 does); 1024 not again
+    assert [c["setting"] for c in b["length_checked"]] == [
+        "token_budget=1024", "token_budget=2048", "router=total-requests, token_budget=1024",
+        "router=total-tokens, token_budget=1024"]
+    long_runs = {dict(s.knobs).get("token_budget") for s, _, n in calls if n == 200}
+    assert long_runs == {1024, 2048}
 
 
 def test_tiny_sweep_writes_json_plot_and_table_and_reuses_its_cache(tmp_path, monkeypatch):
