@@ -2,7 +2,8 @@
 latency model, against which every policy's capacity is read as a share.
 
 The ideal scheduler (issue #23, item 5) has no host time, no interference beyond the HBM cap
-(`latency.contention`), a prefix cache that never evicts, and may run its decodes in any of
+(`latency.contention`), one LRU prefix cache as large as every replica's KV pool together
+(filled in arrival order), and may run its decodes in any of
 these *configurations*, switching between them freely:
 
 * ``prefill only``: the whole device prefilling. A request's prefill costs its new (uncached)
@@ -22,7 +23,7 @@ Each configuration ``i`` sustains ``a_i`` requests/s of prefill and ``d_i`` requ
 convex combination, and the bound is the highest ``min(a, d)`` over those (a two-resource
 linear program, solved exactly: the optimum is a configuration or a point of a segment between
 two of them where ``a = d``). Switching freely is itself a relaxation (a running decode would
-stall in a prefill-only stretch), as is the shared never-evicting cache: the bound errs high.
+stall in a prefill-only stretch), as is the one shared cache: the bound errs high.
 ``serial_qps`` is the mixture of ``prefill only`` and ``decode only`` alone (the bound before
 the concurrent and mixed configurations were added, which pdmux passed on azure-conv).
 

@@ -14,7 +14,9 @@ sample, seed and run length, `sim.build_arrivals`) through an ideal FCFS server:
   the least queued work), no front end, no host time, no chunking, no KV pool limit;
 * each request's prefill takes its new (uncached) tokens at the bound's per-token time plus its
   own attention over its context (`bound._Ideal`; scaled so that the sample's attention sums to
-  the batch's), the prefix cache shared and never evicting, as the bound's;
+  the batch's), with the bound's prefix cache: one LRU as large as every replica's KV pool
+  together, each prompt's blocks cached from its arrival on (so a prompt still queued already
+  gives hits), which errs high;
 * the replica prefills at ``speed`` times its prefill-only rate. ``queue_ceiling_qps``: speed 1,
   decode free (it errs high for every system here). ``queue_qps``: the speed the decode
   demand of the offered load leaves, at best (`prefill_rate`: the most prefill the bound's
@@ -29,7 +31,9 @@ sample, seed and run length, `sim.build_arrivals`) through an ideal FCFS server:
 requests where it falls by more than 5% there (mooncake's long prompts are rare enough that a
 longer sample holds more of them).
 
-``queue_qps`` can exceed the throughput bound by the rule's own tolerance (a queue growing by
+The bisection stops within 0.1%; a capacity is the passing end of a 2.5% bracket
+(`sweep.FINE_TOL`), so a share of this figure can read up to 2.5% low. ``queue_qps`` can
+exceed the throughput bound by the rule's own tolerance (a queue growing by
 3% of the offered load passes); the summary reads each policy against the lower of the two.
 Seconds, tokens, requests per second.
 """
@@ -90,7 +94,8 @@ def window_passes(arrival: np.ndarray, first: np.ndarray, ttft_slo_s: float, tar
     t0, t1 = arrival[lo], arrival[hi - 1]
     x, y = arrival[lo:hi], first[lo:hi] - arrival[lo:hi]
     dx = x - x.mean()
-    rise = float(dx @ (y - y.mean())) / float(dx @ dx) * (t1 - t0)
+    var = float(dx @ dx)
+    rise = float(dx @ (y - y.mean())) / var * (t1 - t0) if var > 0.0 else 0.0
     admitted = np.count_nonzero((first >= t0) & (first <= t1)) / (hi - lo)
     met = np.count_nonzero(y <= ttft_slo_s + 1e-12) / (hi - lo)
     return bool(admitted >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
@@ -136,6 +141,9 @@ def queue_bound(cfg: SimConfig, requests: int, target: float = 0.9) -> dict[str,
         return min(1.0, prefill_rate(points, qps / replicas) * pre_s)
 
     q = highest(fluid)
+    if q <= 0.0:
+        raise ValueError(f"{cfg.trace}: even the ideal scheduler misses the TTFT SLO at "
+                         f"{2.0 * replicas / float(service.mean()) / 1024.0:.3g} req/s")
     return {"queue_qps": round(q, 4), "queue_ceiling_qps": round(highest(lambda _: 1.0), 4),
             "queue_speed": round(fluid(q), 4), "requests": requests}
 

@@ -6,10 +6,11 @@ where 1.2x would pass that; either way duet must not be below the alternative, s
 alternative itself passes 90% of the bound it is the target. The bound counts decode beside
 prefill on disjoint SMs and decodes riding in mixed iterations, so no simulated policy passes it
 (test/benchmark/capacity/test_bound.py); the table also gives the looser compute floor (no
-weight reads at all, compute and HBM traffic overlapping perfectly), and the queue-aware bound
-(`queue_bound.py`: the lower of the physical bound and the ideal scheduler's capacity under the
-TTFT SLO with the runs' own Poisson arrivals, first come first served), which says how much of
-the gap to the bound is prompts queueing, which no FCFS scheduler avoids. ``python -m
+weight reads at all, compute and HBM traffic overlapping perfectly), and the queue-aware figure
+(`queue_bound.py`: the lower of the physical bound and an estimate of the ideal scheduler's
+capacity under the TTFT SLO with the runs' own Poisson arrivals, first come first served, its
+decode demand taken at its mean; the strict ceiling, decode free, is ``queue_ceiling_qps``),
+which says how much of the gap to the bound is prompts queueing. ``python -m
 benchmark.capacity.summary`` writes ``summary.json`` (stamped) in the folder and the same table
 into the top-level README between its ``capacity-table`` markers, so the README's figures are
 the JSON's (test/benchmark/capacity/test_readme_table.py holds them equal). Requests per second.

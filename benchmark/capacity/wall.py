@@ -37,20 +37,32 @@ from .sweep import _pool_map
 __all__ = ["half_pass_qps", "main", "parse_setting"]
 
 
+# SimConfig fields the case or the grid sets: a setting may not change them
+FIXED = ("trace", "policy", "model", "tp", "gpus", "hardware", "qps", "num_requests", "seed",
+         "tbt_slo_ms", "ttft_slo_ms")
+
+
 def parse_setting(spec: str, sweep: dict[str, Any]) -> Setting:
     """``POLICY`` or ``POLICY:FIELD=VALUE[,...]`` over the policy's best setting in ``sweep``."""
     pol, _, rest = spec.partition(":")
     if pol not in sweep["policies"]:
         raise ValueError(f"{spec!r}: no policy {pol!r} in the sweep")
     s = Setting(pol, tuple(sorted(sweep["policies"][pol]["best"]["setting"].items())))
-    for name, value in (_overrides(rest.split(",")) if rest else {}).items():
+    try:
+        knobs = _overrides(rest.split(",")) if rest else {}
+    except ValueError as e:
+        raise ValueError(f"--settings {spec!r}: {str(e).partition(': ')[2]}") from None
+    for name, value in knobs.items():
+        if name in FIXED:
+            raise ValueError(f"--settings {spec!r}: {name} is set by the case or the grid")
         s = s.with_knob(name, value)
     return s
 
 
 def half_pass_qps(qps: list[float], share: list[float]) -> float | None:
     """The QPS where the pass share crosses 1/2 going up the grid (linear between the two grid
-    points around the last crossing); None when no grid point has half passing."""
+    points around the last crossing); None when no grid point has half passing, and the top
+    grid point (a lower bound: see `bracketed`) when every one above the first has."""
     last = max((i for i, s in enumerate(share) if s >= 0.5), default=None)
     if last is None:
         return None
@@ -99,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
                       "passes": {str(q): [got[spec, q, sd][0] for sd in args.seeds] for q in qps},
                       "ttft_rise_s": {str(q): [got[spec, q, sd][1] for sd in args.seeds]
                                       for q in qps},
-                      "half_pass_qps": half_pass_qps(qps, share)}
+                      "half_pass_qps": half_pass_qps(qps, share),
+                      "bracketed": share[-1] < 0.5}  # else half pass at the top QPS, or more
     payload = {"benchmark": "capacity.wall", "case": args.case, "requests": n, "qps": qps,
                "seeds": args.seeds, "settings": rows, "wall_s": round(time.perf_counter() - t0, 1)}
     folder = os.path.join(args.out, "wall")
@@ -121,6 +134,7 @@ def _markdown(p: dict[str, Any]) -> str:
              "| --- | " + " | ".join("---:" for _ in p["qps"]) + " | ---: |"]
     for spec, r in p["settings"].items():
         half = "-" if r["half_pass_qps"] is None else f"{r['half_pass_qps']:g}"
+        half = half if r["bracketed"] or half == "-" else f">= {half}"
         lines.append(f"| {spec} ({r['setting']}) | "
                      + " | ".join(f"{s:.2f}" for s in r["pass_share"]) + f" | {half} |")
     return "\n".join(lines) + "\n"

@@ -19,6 +19,9 @@ from benchmark.capacity.queue_bound import (
     window_passes,
 )
 from benchmark.capacity.search import Cluster, Setting
+from sglang_duet.sim import SimConfig, Simulation, build_arrivals, load_trace
+from sglang_duet.sim.metrics import token_times
+from sglang_duet.sim.steady import steady_state
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmark" / "results" / "capacity"
 
@@ -50,7 +53,9 @@ def test_window_passes():
     arr = np.arange(100, dtype=float)
     assert window_passes(arr, arr + 1.0, 10.0, 0.9)
     assert not window_passes(arr, arr + 11.0, 10.0, 0.9)  # every TTFT over the SLO
-    assert not window_passes(arr, arr + 0.05 * arr, 10.0, 0.9)  # TTFT grows 4 s in the window
+    # TTFT grows 1.6 s across the window, every first token in time and admitted: rise only
+    assert not window_passes(arr, 1.02 * arr + 1.0, 10.0, 0.9)
+    assert window_passes(arr, 1.01 * arr + 1.0, 10.0, 0.9)  # 0.8 s: within 10% of the SLO
     late = arr + np.where(arr > 80, 100.0, 1.0)  # the window's last first tokens come too late
     assert not window_passes(arr, late, 1000.0, 0.9)
 
@@ -83,3 +88,22 @@ def test_checked_queue_bound_takes_the_longer_run_where_it_falls():
         assert got["run_length"]["sets_figure"] is longer
         assert got["queue_qps"] == (long if longer else short)["queue_qps"]
         assert got["requests"] == (12000 if longer else 6000)
+
+
+@pytest.mark.parametrize("qps", [2.0, 40.0])
+def test_window_passes_is_the_steady_state_rule(qps):
+    """On a simulated run with a TBT SLO no gap can miss, `window_passes` on the run's own
+    client first-token times gives `steady_state`'s verdict; one load passes, one does not."""
+    cfg = SimConfig(trace="azure-code", qps=qps, num_requests=300, tbt_slo_ms=1e9)
+    work = build_arrivals(load_trace(cfg.trace), qps, 300, cfg.seed)
+    res = Simulation(cfg, work, "sglang-chunked").run()
+    ttft = cfg.ttft_slo_ms / 1e3
+    st = steady_state(res, 1e6, ttft)
+    times, owner, done = token_times(res)
+    first = np.full(len(done), np.inf)
+    np.minimum.at(first, owner, times)
+    order = np.argsort([r.arrival_s for r in done], kind="stable")
+    arrival = np.array([r.arrival_s for r in done])[order]
+    got = window_passes(arrival, first[order], ttft, 0.9)
+    assert got == (st["keeps_up"] and st["attainment"] >= 0.9)
+    assert got == (qps == 2.0)

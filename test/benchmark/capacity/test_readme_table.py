@@ -8,6 +8,7 @@ import json
 
 from benchmark.capacity import summary as S
 from benchmark.stamp import ROOT
+from sglang_duet.sim.policies import POLICIES
 
 RESULTS = ROOT / "benchmark" / "results" / "capacity"
 
@@ -31,11 +32,15 @@ def test_summary_is_the_sweeps():
     assert len(got["cases"]) == 6  # 3 traces x (Qwen3-8B TP=1, Qwen3-14B TP=2)
     by = {c["file"]: c for c in got["cases"]}
     # the routers resolved: the tuned one where the label names it, else the system's own
-    moon = by["mooncake-qwen3-8b-tp1.json"]
-    assert moon["routers"][moon["best_alternative"]] in moon["best_alternative_setting"]
     for c in got["cases"]:
-        if "router=" not in c["best_alternative_setting"]:
-            assert c["routers"][c["best_alternative"]] == "round-robin"
+        for pol, label in (("duet", None), (c["best_alternative"],
+                                            c["best_alternative_setting"])):
+            r = c["routers"][pol]
+            if label is not None and "router=" in label:
+                assert f"router={r}" in label
+            elif pol != "duet":
+                assert r == POLICIES[pol].router
+    assert by["mooncake-qwen3-8b-tp1.json"]["routers"]["duet"] == "duet"
 
 
 def test_target_rule(tmp_path):

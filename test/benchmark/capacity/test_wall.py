@@ -48,7 +48,8 @@ def test_pass_shares_and_half_pass_qps(tmp_path, monkeypatch):
     assert rows["duet:router=round-robin"]["pass_share"] == [1.0, 0.5]
     assert rows["sglang-pdmux"]["passes"]["41.5"] == [False, True]
     assert rows["duet:router=round-robin"]["half_pass_qps"] == 41.5
-    assert "| sglang-pdmux (pdmux_decode_bs_divisor=144) | 1.00 | 0.50 | 41.5 |" in (
+    assert not rows["duet:router=round-robin"]["bracketed"] and rows["duet"]["bracketed"]
+    assert "| sglang-pdmux (pdmux_decode_bs_divisor=144) | 1.00 | 0.50 | >= 41.5 |" in (
         tmp_path / "wall" / "azure-conv-qwen3-8b-tp1.md").read_text()
 
 
@@ -69,6 +70,8 @@ def test_parse_setting_and_bad_input(tmp_path, capsys):
         wall.parse_setting("dynamo", body)
     with pytest.raises(ValueError, match="FIELD=VALUE"):
         wall.parse_setting("duet:nope=1", body)
+    with pytest.raises(ValueError, match="seed is set by the case or the grid"):
+        wall.parse_setting("duet:seed=3", body)
     base = ["--settings", "duet", "--qps", "40", "--out", str(tmp_path)]
     assert wall.main(["--case", "missing", *base]) == 2
     assert wall.main(["--case", "azure-conv-qwen3-8b-tp1", "--settings", "dynamo", "--qps",
