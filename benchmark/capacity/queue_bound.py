@@ -48,7 +48,7 @@ import numpy as np
 
 from sglang_duet.latency import Batch
 from sglang_duet.sim import SimConfig, build_arrivals, load_trace
-from sglang_duet.sim.steady import RISE_MAX_SHARE, SERVED_MIN
+from sglang_duet.sim.steady import keeps_up, slope, window_bounds
 
 from .bound import _configurations, _Ideal, prefix_hits
 from .search import run_length
@@ -87,25 +87,20 @@ def fcfs_first_tokens(arrival: np.ndarray, service: np.ndarray, servers: int) ->
 
 def window_passes(arrival: np.ndarray, first: np.ndarray, ttft_slo_s: float, target: float
                   ) -> bool:
-    """`sim.steady`'s pass rule on first tokens alone (window: arrivals 10% to 90%)."""
-    n = len(arrival)
-    lo = int(0.1 * n)
-    hi = min(max(lo + 2, int(round(0.9 * n))), n)
+    """`sim.steady`'s pass rule on first tokens alone (its window, slope and keep-up rule)."""
+    lo, hi = window_bounds(len(arrival))
     t0, t1 = arrival[lo], arrival[hi - 1]
     x, y = arrival[lo:hi], first[lo:hi] - arrival[lo:hi]
-    dx = x - x.mean()
-    var = float(dx @ dx)
-    rise = float(dx @ (y - y.mean())) / var * (t1 - t0) if var > 0.0 else 0.0
     admitted = np.count_nonzero((first >= t0) & (first <= t1)) / (hi - lo)
     met = np.count_nonzero(y <= ttft_slo_s + 1e-12) / (hi - lo)
-    return bool(admitted >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
-                and met >= target)
+    return keeps_up(admitted, slope(x, y) * (t1 - t0), ttft_slo_s) and bool(met >= target)
 
 
-def queue_bound(cfg: SimConfig, requests: int, target: float = 0.9) -> dict[str, Any]:
+def queue_bound(cfg: SimConfig, requests: int, target: float = 0.9,
+                ideal: _Ideal | None = None) -> dict[str, Any]:
     """``queue_qps`` and ``queue_ceiling_qps`` for ``cfg``'s cluster over the capacity runs'
-    first ``requests`` requests (the module docstring)."""
-    ideal = _Ideal(cfg)
+    first ``requests`` requests (the module docstring); ``ideal``: `_Ideal(cfg)`, if built."""
+    ideal = ideal or _Ideal(cfg)
     _, points, pre_s, _, _ = _configurations(ideal)
     replicas = cfg.gpus // cfg.tp
     unit = build_arrivals(load_trace(cfg.trace), 1.0, requests, cfg.seed)  # arrivals scale 1/qps
@@ -125,8 +120,10 @@ def queue_bound(cfg: SimConfig, requests: int, target: float = 0.9) -> dict[str,
         return window_passes(arrival, fcfs_first_tokens(arrival, service / speed, replicas),
                              ttft, target)
 
+    top = 2.0 * replicas / float(service.mean())  # twice the prefill-only rate
+
     def highest(speed_at) -> float:
-        lo, hi = 0.0, 2.0 * replicas / float(service.mean())  # twice the prefill-only rate
+        lo, hi = 0.0, top
         while passes(hi, speed_at(hi)):
             lo, hi = hi, 2.0 * hi
         lo = lo or hi / 1024.0
@@ -143,7 +140,7 @@ def queue_bound(cfg: SimConfig, requests: int, target: float = 0.9) -> dict[str,
     q = highest(fluid)
     if q <= 0.0:
         raise ValueError(f"{cfg.trace}: even the ideal scheduler misses the TTFT SLO at "
-                         f"{2.0 * replicas / float(service.mean()) / 1024.0:.3g} req/s")
+                         f"{top / 1024.0:.3g} req/s")
     return {"queue_qps": round(q, 4), "queue_ceiling_qps": round(highest(lambda _: 1.0), 4),
             "queue_speed": round(fluid(q), 4), "requests": requests}
 
@@ -152,7 +149,8 @@ def checked_queue_bound(cfg: SimConfig, requests: int, target: float = 0.9) -> d
     """`queue_bound` at ``requests`` and twice that, by the capacity runs' run-length rule
     (`search.run_length`): the longer run's figures where its ``queue_qps`` fell by more than
     `search.LENGTH_TOL`, else the shorter's; ``run_length``: the check."""
-    short = queue_bound(cfg, requests, target)
-    long = queue_bound(cfg, 2 * requests, target)
+    ideal = _Ideal(cfg)
+    short = queue_bound(cfg, requests, target, ideal)
+    long = queue_bound(cfg, 2 * requests, target, ideal)
     check = run_length(short["queue_qps"], long["queue_qps"], 2 * requests)
     return {**(long if check["sets_figure"] else short), "run_length": check}

@@ -42,7 +42,8 @@ import numpy as np
 from .engine import SimResult
 from .metrics import _per_request_p99, token_times
 
-__all__ = ["RISE_MAX_SHARE", "SARATHI_DELAY_S", "SERVED_MIN", "miss_causes", "steady_state"]
+__all__ = ["RISE_MAX_SHARE", "SARATHI_DELAY_S", "SERVED_MIN", "keeps_up", "miss_causes", "slope",
+           "steady_state", "window_bounds"]
 
 SERVED_MIN = 0.97  # served / offered over the window
 RISE_MAX_SHARE = 0.1  # of the TTFT SLO: TTFT may rise at most this much across the window
@@ -71,7 +72,7 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
     arrival = np.array([r.arrival_s for r in done_all])
     ttft_all = first - arrival
     arr, ttft = arrival[in_win], ttft_all[in_win]
-    rise = _slope(arr, ttft) * span
+    rise = slope(arr, ttft) * span
     delay = np.array([r.sched_s - r.arrival_s for j, r in enumerate(done_all)
                       if in_win[j] and r.sched_s >= 0.0])
 
@@ -82,7 +83,7 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
     win_gaps = gaps[in_win[gap_owner]] if gaps.size else gaps
     tbt_p99 = float(np.percentile(win_gaps, 99)) if win_gaps.size else 0.0
     ratio, admitted_ratio = served / offered, admitted / offered
-    keeps_up = admitted_ratio >= SERVED_MIN and rise <= RISE_MAX_SHARE * ttft_slo_s
+    up = keeps_up(admitted_ratio, rise, ttft_slo_s)
     d50 = float(np.percentile(delay, 50)) if delay.size else 0.0
     d99 = float(np.percentile(delay, 99)) if delay.size else 0.0
     r4 = _round
@@ -95,7 +96,7 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
         "admitted_ratio": r4(admitted_ratio),
         "ttft_rise_s": r4(rise),
         "ttft_mean_s": r4(float(ttft.mean()) if ttft.size else 0.0),
-        "keeps_up": bool(keeps_up),
+        "keeps_up": up,
         "attainment": r4(good / offered),
         "sched_delay_p50_s": r4(d50),
         "sched_delay_p99_s": r4(d99),
@@ -134,14 +135,26 @@ def miss_causes(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: flo
             "both": count(~ttft_ok & ~tbt_ok)}
 
 
+def keeps_up(admitted_ratio: float, rise_s: float, ttft_slo_s: float) -> bool:
+    """The keep-up rule (the module docstring): admissions keep pace, TTFT does not climb."""
+    return bool(admitted_ratio >= SERVED_MIN and rise_s <= RISE_MAX_SHARE * ttft_slo_s)
+
+
+def window_bounds(n: int, warmup: float = 0.1, tail: float = 0.1) -> tuple[int, int]:
+    """[lo, hi) of the window among ``n`` requests in arrival order: ``warmup * n`` to
+    ``(1 - tail) * n``, at least two requests where there are."""
+    lo = int(warmup * n)
+    return lo, min(max(lo + 2, int(round((1.0 - tail) * n))), n)
+
+
 def _window(res: SimResult, warmup: float, tail: float) -> list:
     """The window's requests: arrivals ``warmup * N`` to ``(1 - tail) * N``, in arrival order."""
     reqs = sorted(res.requests, key=lambda r: r.arrival_s)
-    n = len(reqs)
-    lo, hi = int(warmup * n), max(int(warmup * n) + 2, int(round((1.0 - tail) * n)))
-    win = reqs[lo:min(hi, n)]
+    lo, hi = window_bounds(len(reqs), warmup, tail)
+    win = reqs[lo:hi]
     if len(win) < 2:
-        raise ValueError(f"a steady-state window needs >= 2 requests, got {len(win)} of {n}")
+        raise ValueError(f"a steady-state window needs >= 2 requests, got {len(win)} of "
+                         f"{len(reqs)}")
     return win
 
 
@@ -165,7 +178,7 @@ def _gaps(times: np.ndarray, owner: np.ndarray, n: int
     return gaps, gap_owner, _per_request_p99(gaps, gap_owner, n)
 
 
-def _slope(x: np.ndarray, y: np.ndarray) -> float:
+def slope(x: np.ndarray, y: np.ndarray) -> float:
     """Least-squares slope of y on x (0 with fewer than two distinct x)."""
     if x.size < 2:
         return 0.0
