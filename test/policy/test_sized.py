@@ -63,6 +63,31 @@ def test_sized_meets_the_bound_and_nearly_fills_it(make_lm, seed):
 
 
 @pytest.mark.parametrize("seed", range(40))
+def test_a_probe_inside_the_first_chunk_is_the_general_probe(make_lm, seed):
+    """`size_aggregated` predicts a size inside the first chunk as one bare row; its time is
+    the general probe's (the truncated prefix's rows) bit for bit, so the shortcut never moves
+    a plan."""
+    from sglang_duet.policy.batching import chunk_rows
+
+    lat = make_lm()
+    rng = np.random.default_rng(200 + seed)
+    dec, chunks, completes = _case(rng)
+    t_none = lat.predict(dec).total_s
+    t_all = _mixed_s(lat, dec, chunks, completes, chunks)
+    bound = float(rng.uniform(t_none, t_all))
+    got = size_aggregated(lat, dec, chunks, completes, bound, 1.0, t_none, t_all)
+    if got is None:
+        return
+    assert got.chunks == truncate_chunks(chunks, got.tokens)
+    assert got.time_s == lat.total_with_rows(dec, *chunk_rows(got.chunks, chunks, completes))
+    for size in {1, 2, chunks[0].length - 1, chunks[0].length // 2}:
+        if 1 < size < chunks[0].length:
+            general = lat.total_with_rows(dec, *chunk_rows(truncate_chunks(chunks, size),
+                                                           chunks, completes))
+            assert lat.total_with_rows(dec, [size], [chunks[0].start], 0) == general
+
+
+@pytest.mark.parametrize("seed", range(40))
 def test_the_skip_bound_is_a_bound(make_lm, seed):
     lat = make_lm()
     rng = np.random.default_rng(100 + seed)

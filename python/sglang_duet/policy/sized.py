@@ -63,19 +63,26 @@ def size_aggregated(
     n = sum(c.length for c in chunks)
     if n <= 1 or t_none >= bound_s:
         return None
+    first = chunks[0]
 
-    def predict(prefix: tuple[PrefillChunk, ...]) -> float:
+    def predict(size: int) -> float:
+        if size < first.length:  # one row inside the first chunk, never its prompt's last
+            return lat.total_with_rows(dec, [size], [first.start], 0) * factor
+        prefix = truncate_chunks(chunks, size)
         return lat.total_with_rows(dec, *chunk_rows(prefix, chunks, completes)) * factor
 
-    return _search(n, t_none - bound_s, t_all_floor - bound_s, bound_s,
-                   lambda size: truncate_chunks(chunks, size), predict)
+    found = _search(n, t_none - bound_s, t_all_floor - bound_s, bound_s, predict)
+    if found is None:
+        return None
+    size, t = found
+    return Sized(truncate_chunks(chunks, size), size, t)
 
 
 def _search(n: int, f_lo: float, f_hi: float, bound_s: float,
-            prefix_of: Callable[[int], tuple[PrefillChunk, ...]],
-            predict: Callable[[tuple[PrefillChunk, ...]], float]) -> Sized | None:
+            predict: Callable[[int], float]) -> tuple[int, float] | None:
+    """(the largest size found whose ``predict(size) <= bound_s``, its time), or None."""
     lo, hi = 0, n
-    found: Sized | None = None
+    found: tuple[int, float] | None = None
     for _ in range(_STEPS):
         if hi - lo > ALIGN:  # regula falsi, rounded down to ALIGN tokens
             size = int(lo + (hi - lo) * (-f_lo) / max(f_hi - f_lo, 1e-12) * _SLACK)
@@ -86,10 +93,9 @@ def _search(n: int, f_lo: float, f_hi: float, bound_s: float,
         size = min(hi - 1, max(lo + 1, size))
         if size <= lo:
             break
-        prefix = prefix_of(size)
-        t = predict(prefix)
+        t = predict(size)
         if t <= bound_s:
-            lo, f_lo, found = size, t - bound_s, Sized(prefix, size, t)
+            lo, f_lo, found = size, t - bound_s, (size, t)
         else:
             hi, f_hi = size, t - bound_s
         if hi - lo <= max(ALIGN if hi > ALIGN else 1, n // 64):
