@@ -58,3 +58,25 @@ def test_page_size_is_sglangs_token_granularity(tmp_path):
     assert ttft[1] < 0.75 * ttft[None]
     with pytest.raises(ValueError, match="page-size"):
         SimConfig(page_size=0).validate()
+
+
+def test_kv_pool_scale_is_a_what_if_of_the_pool_alone():
+    """--kv-pool-scale multiplies the pool as sized (the kv-pool study's question: does the
+    pool bind?), leaves the model and memory sizing as they are, and a burst that the pool holds
+    back at scale 1 is admitted sooner with twice the pool."""
+    from sglang_duet.sim.arrivals import fixed_workload
+    from sglang_duet.sim.engine import Simulation
+
+    wl = fixed_workload(97, 40, 50.0, 30)
+    ttft = {}
+    for scale in (1.0, 2.0):
+        sim = Simulation(SimConfig(gpus=1, max_total_tokens=2048, kv_pool_scale=scale,
+                                   frontend=False, policy="sglang-chunked"), wl)
+        assert sim.sizing.capacity_tokens == int(2048 // 16 * scale) * 16
+        res = sim.run()
+        assert all(r.finish_s > 0 for r in res.requests)
+        ttft[scale] = sorted(r.first_token_s - r.arrival_s for r in res.requests)[20]
+    assert ttft[2.0] < ttft[1.0]
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match="kv-pool-scale"):
+            SimConfig(kv_pool_scale=bad).validate()

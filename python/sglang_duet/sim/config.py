@@ -92,6 +92,9 @@ class SimConfig:
                                "front); off: at the front for every system")
     max_total_tokens: int | None = _f(None, "cap on the KV pool in tokens (SGLang's "
                                       "--max-total-tokens); default: what memory allows")
+    kv_pool_scale: float = _f(1.0, "what-if, for diagnosis only: every replica's KV pool, as "
+                              "sized, times this (no GPU has the memory; it asks whether the "
+                              "pool is what binds, benchmark/results/capacity/kv-pool)")
     page_size: int | None = _f(None, "KV page in tokens (SGLang's --page-size: 1 by default, "
                                "arg_groups/overrides.py _page_size_default); default: 16")
 
@@ -144,6 +147,8 @@ class SimConfig:
             raise ValueError("--max-total-tokens must be >= 1")
         if self.page_size is not None and self.page_size < 1:
             raise ValueError("--page-size must be >= 1")
+        if not self.kv_pool_scale > 0.0:
+            raise ValueError("--kv-pool-scale must be > 0")
         if not 0.0 < self.mem_fraction <= 1.0:
             raise ValueError("--mem-fraction must be in (0, 1]")
         return self

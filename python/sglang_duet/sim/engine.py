@@ -23,6 +23,7 @@ one (pdmux: one set per stream group) has them kept out by the same estimate
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 import math
@@ -96,6 +97,9 @@ class Simulation:
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, reserve, page,
                                     max_tokens=cfg.max_total_tokens)
+        if cfg.kv_pool_scale != 1.0:  # the what-if of config.py: the pool scaled, nothing else
+            pages = max(1, int(self.sizing.num_pages * cfg.kv_pool_scale))
+            self.sizing = dataclasses.replace(self.sizing, num_pages=pages)
         self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration), cfg.interference)
         budget = self.spec.token_budget(cfg)
         ctx = PlanContext(self.latency, self.menu, cfg.tbt_slo_ms / 1e3, budget, cfg)
