@@ -41,7 +41,7 @@ Seconds, tokens, requests per second.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,7 +53,7 @@ from sglang_duet.sim.steady import keeps_up, slope, window_bounds
 from .bound import _configurations, _Ideal, prefix_hits
 from .search import run_length
 
-__all__ = ["checked_queue_bound", "fcfs_first_tokens", "prefill_rate", "queue_bound",
+__all__ = ["FcfsQueue", "checked_queue_bound", "fcfs_first_tokens", "prefill_rate", "queue_bound",
            "window_passes"]
 
 _REL_TOL = 1e-3  # the bisection's bracket, relative
@@ -96,52 +96,63 @@ def window_passes(arrival: np.ndarray, first: np.ndarray, ttft_slo_s: float, tar
     return keeps_up(admitted, slope(x, y) * (t1 - t0), ttft_slo_s) and bool(met >= target)
 
 
+class FcfsQueue:
+    """The ideal FCFS server over the capacity runs' first ``requests`` requests (the module
+    docstring): ``passes(qps, speed)`` and ``highest(speed_at)``, the highest passing rate when
+    the replicas prefill at ``speed_at(qps)`` times the bound's prefill-only speed."""
+
+    def __init__(self, cfg: SimConfig, requests: int, target: float = 0.9,
+                 ideal: _Ideal | None = None) -> None:
+        ideal = self.ideal = ideal or _Ideal(cfg)
+        self.replicas, self.target = cfg.gpus // cfg.tp, target
+        # arrivals scale as 1 / qps
+        self.unit = unit = build_arrivals(load_trace(cfg.trace), 1.0, requests, cfg.seed)
+        p = unit.input_len.astype(np.int64)
+        hit = prefix_hits(p, unit.hash_ids, ideal.cache_tokens)
+        new = p - hit
+        att = np.array([ideal.lat.predict(Batch([int(q)], [int(c)])).attention_s
+                        for q, c in zip(new.tolist(), hit.tolist(), strict=True)])
+        att *= ideal.lat.predict(Batch(new, hit)).attention_s / att.sum()
+        self.service = new * ideal.per_token_s() + att
+        self.ttft = cfg.ttft_slo_ms / 1e3
+        self.top = 2.0 * self.replicas / float(self.service.mean())  # twice prefill-only's rate
+
+    def passes(self, qps: float, speed: float) -> bool:
+        if speed <= 0.0:
+            return False
+        arrival = self.unit.arrival_s / qps
+        first = fcfs_first_tokens(arrival, self.service / speed, self.replicas)
+        return window_passes(arrival, first, self.ttft, self.target)
+
+    def highest(self, speed_at: Callable[[float], float]) -> float:
+        """The highest passing rate (within `_REL_TOL`), or 0.0 when even top / 1024 fails."""
+        lo, hi = 0.0, self.top
+        while self.passes(hi, speed_at(hi)):
+            lo, hi = hi, 2.0 * hi
+        lo = lo or hi / 1024.0
+        if not self.passes(lo, speed_at(lo)):
+            return 0.0
+        while hi / lo > 1.0 + _REL_TOL:
+            mid = (lo * hi) ** 0.5
+            lo, hi = (mid, hi) if self.passes(mid, speed_at(mid)) else (lo, mid)
+        return lo
+
+
 def queue_bound(cfg: SimConfig, requests: int, target: float = 0.9,
                 ideal: _Ideal | None = None) -> dict[str, Any]:
     """``queue_qps`` and ``queue_ceiling_qps`` for ``cfg``'s cluster over the capacity runs'
     first ``requests`` requests (the module docstring); ``ideal``: `_Ideal(cfg)`, if built."""
-    ideal = ideal or _Ideal(cfg)
-    _, points, pre_s, _, _ = _configurations(ideal)
-    replicas = cfg.gpus // cfg.tp
-    unit = build_arrivals(load_trace(cfg.trace), 1.0, requests, cfg.seed)  # arrivals scale 1/qps
-    p = unit.input_len.astype(np.int64)
-    hit = prefix_hits(p, unit.hash_ids, ideal.cache_tokens)
-    new = p - hit
-    att = np.array([ideal.lat.predict(Batch([int(q)], [int(c)])).attention_s
-                    for q, c in zip(new.tolist(), hit.tolist(), strict=True)])
-    att *= ideal.lat.predict(Batch(new, hit)).attention_s / att.sum()
-    service = new * ideal.per_token_s() + att
-    ttft = cfg.ttft_slo_ms / 1e3
-
-    def passes(qps: float, speed: float) -> bool:
-        if speed <= 0.0:
-            return False
-        arrival = unit.arrival_s / qps
-        return window_passes(arrival, fcfs_first_tokens(arrival, service / speed, replicas),
-                             ttft, target)
-
-    top = 2.0 * replicas / float(service.mean())  # twice the prefill-only rate
-
-    def highest(speed_at) -> float:
-        lo, hi = 0.0, top
-        while passes(hi, speed_at(hi)):
-            lo, hi = hi, 2.0 * hi
-        lo = lo or hi / 1024.0
-        if not passes(lo, speed_at(lo)):
-            return 0.0
-        while hi / lo > 1.0 + _REL_TOL:
-            mid = (lo * hi) ** 0.5
-            lo, hi = (mid, hi) if passes(mid, speed_at(mid)) else (lo, mid)
-        return lo
+    fcfs = FcfsQueue(cfg, requests, target, ideal)
+    _, points, pre_s, _, _ = _configurations(fcfs.ideal)
 
     def fluid(qps: float) -> float:
-        return min(1.0, prefill_rate(points, qps / replicas) * pre_s)
+        return min(1.0, prefill_rate(points, qps / fcfs.replicas) * pre_s)
 
-    q = highest(fluid)
+    q = fcfs.highest(fluid)
     if q <= 0.0:
         raise ValueError(f"{cfg.trace}: even the ideal scheduler misses the TTFT SLO at "
-                         f"{top / 1024.0:.3g} req/s")
-    return {"queue_qps": round(q, 4), "queue_ceiling_qps": round(highest(lambda _: 1.0), 4),
+                         f"{fcfs.top / 1024.0:.3g} req/s")
+    return {"queue_qps": round(q, 4), "queue_ceiling_qps": round(fcfs.highest(lambda _: 1.0), 4),
             "queue_speed": round(fluid(q), 4), "requests": requests}
 
 

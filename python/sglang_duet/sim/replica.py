@@ -94,6 +94,10 @@ class Replica:
         self.mode_iters: dict[str, int] = {}
         self.spatial_iters = self.sd_sum = self.k_sum = self.preemptions = self.plans = 0
         self.busy_s = 0.0
+        # set to [] to record every iteration as it ends: (start, end, kind index, decodes,
+        # [(prefill tokens, cached before them)], prompts waiting or prefilling at its start)
+        self.trace: list[tuple] | None = None
+        self._waiting = False
 
     # --- intake ---------------------------------------------------------------------------------
     def enqueue(self, r: Request) -> None:
@@ -213,6 +217,7 @@ class Replica:
             self._admit()
         if not self.running and not self.prefilling:
             return None
+        self._waiting = bool(self.queue or self.prefilling)  # for trace: prompts wait at start
         if not self.prefilling:
             end = self._start_stretch(now, horizon)
             if end is not None:
@@ -324,6 +329,9 @@ class Replica:
         """Apply the iteration that ends at ``now``."""
         step_times, dreqs, chunks = self._pending
         self._pending = None
+        if self.trace is not None:
+            self.trace.append((self.iter_start[-1], now, self.iter_kind[-1], len(dreqs),
+                               [(n, r.computed) for r, n in chunks], self._waiting))
         s_base = len(self.steps)
         self.steps.extend(step_times)
         k = len(step_times)
