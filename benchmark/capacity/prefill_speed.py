@@ -3,7 +3,7 @@
 At capacity every system here is TTFT- or throughput-bound, so what decides it is how much of
 the device's prefill speed survives the decodes beside it. For each named case, duet and the
 best-tuned alternative each run at their best setting (read from the committed sweep JSON) at
-their own capacity, the sweep's run length and seed, with every replica's iterations recorded
+their own capacity at the sweep's run length and seed (`seeds.case_settings`), with every replica's iterations recorded
 (`sim.replica.Replica.trace`). Over the steady-state window (`sim.steady.window_bounds`), in the
 iterations that start while a prompt waits or prefills on that replica:
 
@@ -105,7 +105,8 @@ def _task(args: tuple[str, str, Cluster, Setting, float, int]) -> tuple[str, str
 def _markdown(out: dict[str, Any]) -> str:
     lines = ["# Prefill speed while prompts wait", "",
              "Written by `python -m benchmark.capacity.prefill_speed` (see its docstring). Each "
-             "policy at its best setting and its own capacity (seed 0). Speed: the ideal prefill "
+             "policy at its best setting and its own capacity at the sweep's run length and seed "
+             "(where a 2x run set the figure, the shorter run's, as in `misses.md`). Speed: the ideal prefill "
              "seconds of the chunks run over the wall seconds of the iterations that ran while "
              "prompts waited (1.0: the physical bound's prefill-only speed); FCFS at that speed: "
              "the ideal first-come-first-served server's capacity with its replicas prefilling "
