@@ -3,15 +3,18 @@
 At capacity every system here is TTFT- or throughput-bound, so what decides it is how much of
 the device's prefill speed survives the decodes beside it. For each named case, duet and the
 best-tuned alternative each run at their best setting (read from the committed sweep JSON) at
-their own capacity at the sweep's run length and seed (`seeds.case_settings`), with every replica's iterations recorded
-(`sim.replica.Replica.trace`). Over the steady-state window (`sim.steady.window_bounds`), in the
-iterations that start while a prompt waits or prefills on that replica:
+their own capacity at the sweep's run length and seed (`seeds.case_settings`), with every
+replica's iterations recorded (`sim.replica.Replica.trace`). Over the steady-state window
+(`sim.steady.window_bounds`), in the iterations that start while a prompt waits or prefills on
+that replica:
 
 * ``speed``: the ideal prefill seconds of the chunks they ran over their wall seconds. Ideal: what
   the queue-aware bound charges a prompt (`queue_bound.FcfsQueue`): each new token at the
   physical bound's big-batch per-token time, plus the chunks' own attention, on the whole GPU.
   1.0 is the bound's prefill-only speed; decodes beside the prefill, host time, small chunks and
   interference lower it. Also per iteration kind (share of that time, speed).
+* ``held_share``: the share of that time in iterations that began with the KV pool holding a
+  waiting prompt back (admission stopped at a page shortfall).
 * ``fcfs_qps``: the highest rate at which the ideal FCFS server of the queue-aware bound (one
   queue for all replicas, no KV limit, the same sample and arrivals, the capacity rule) passes
   when its replicas prefill at exactly that speed. Where it is near the policy's capacity, the
@@ -54,16 +57,18 @@ def speed_of(trace: list[tuple], t0: float, t1: float, ideal_s) -> dict[str, Any
     """``speed`` and its split by iteration kind over one replica's (or several replicas')
     recorded iterations that start in [t0, t1] while prompts wait; ``ideal_s(chunks)``: the ideal
     prefill seconds of one iteration's [(tokens, cached)] chunks."""
-    wall, ideal = {}, {}
-    for start, end, kind, _, chunks, pending in trace:
+    wall, ideal, held = {}, {}, 0.0
+    for start, end, kind, _, chunks, pending, kv_held in trace:
         if pending and t0 <= start <= t1:
             name = ITER_KINDS[kind]
             wall[name] = wall.get(name, 0.0) + (end - start)
             ideal[name] = ideal.get(name, 0.0) + (ideal_s(chunks) if chunks else 0.0)
+            held += (end - start) if kv_held else 0.0
     total = sum(wall.values())
     if total <= 0.0:
-        return {"speed": None, "pending_s": 0.0, "kinds": {}}
+        return {"speed": None, "pending_s": 0.0, "held_share": None, "kinds": {}}
     return {"speed": round(sum(ideal.values()) / total, 4), "pending_s": round(total, 3),
+            "held_share": round(held / total, 4),
             "kinds": {k: {"time_share": round(w / total, 4),
                           "speed": round(ideal[k] / w, 4) if w > 0.0 else None}
                       for k, w in sorted(wall.items())}}
@@ -106,14 +111,15 @@ def _markdown(out: dict[str, Any]) -> str:
     lines = ["# Prefill speed while prompts wait", "",
              "Written by `python -m benchmark.capacity.prefill_speed` (see its docstring). Each "
              "policy at its best setting and its own capacity at the sweep's run length and seed "
-             "(where a 2x run set the figure, the shorter run's, as in `misses.md`). Speed: the ideal prefill "
-             "seconds of the chunks run over the wall seconds of the iterations that ran while "
-             "prompts waited (1.0: the physical bound's prefill-only speed); FCFS at that speed: "
-             "the ideal first-come-first-served server's capacity with its replicas prefilling "
-             "at exactly that speed.", "",
+             "(where a 2x run set the figure, the shorter run's, as in `misses.md`). Speed: the "
+             "ideal prefill seconds of the chunks run over the wall seconds of the iterations "
+             "that ran while prompts waited (1.0: the physical bound's prefill-only speed); pool "
+             "held: the share of that time the KV pool held a waiting prompt back; FCFS at that "
+             "speed: the ideal first-come-first-served server's capacity with its replicas "
+             "prefilling at exactly that speed.", "",
              "| case | policy | capacity | time with prompts waiting | speed | by kind: share of "
-             "that time, speed | FCFS at that speed | capacity / it |",
-             "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: |"]
+             "that time, speed | pool held | FCFS at that speed | capacity / it |",
+             "| --- | --- | ---: | ---: | ---: | --- | ---: | ---: | ---: |"]
     for case, pols in out.items():
         for pol, row in pols.items():
             kinds = "; ".join(f"{k} {v['time_share']:.2f}, "
@@ -123,9 +129,10 @@ def _markdown(out: dict[str, Any]) -> str:
             share = "-" if row["pending_share"] is None else f"{row['pending_share']:.0%}"
             speed = "-" if row["speed"] is None else f"{row['speed']:.3f}"
             ratio = f"{row['qps'] / fq:.0%}" if fq else "-"
+            held = "-" if row["held_share"] is None else f"{row['held_share']:.1%}"
             lines.append(f"| {case} | {pol} ({row['setting']}) | {row['qps']:g} | {share} | "
-                         f"{speed} | {kinds} | {'-' if fq is None else format(fq, 'g')} | "
-                         f"{ratio} |")
+                         f"{speed} | {kinds} | {held} | {'-' if fq is None else format(fq, 'g')} "
+                         f"| {ratio} |")
     return "\n".join(lines) + "\n"
 
 

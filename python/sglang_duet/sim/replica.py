@@ -95,7 +95,8 @@ class Replica:
         self.spatial_iters = self.sd_sum = self.k_sum = self.preemptions = self.plans = 0
         self.busy_s = 0.0
         # set to [] to record every iteration as it ends: (start, end, kind index, decodes,
-        # [(prefill tokens, cached before them)], prompts waiting or prefilling at its start)
+        # [(prefill tokens, cached before them)], prompts waiting or prefilling at its start,
+        # the pool holding a prompt back at its start)
         self.trace: list[tuple] | None = None
         self._waiting = False
 
@@ -331,7 +332,8 @@ class Replica:
         self._pending = None
         if self.trace is not None:
             self.trace.append((self.iter_start[-1], now, self.iter_kind[-1], len(dreqs),
-                               [(n, r.computed) for r, n in chunks], self._waiting))
+                               [(n, r.computed) for r, n in chunks], self._waiting,
+                               self.kv_held))
         s_base = len(self.steps)
         self.steps.extend(step_times)
         k = len(step_times)

@@ -20,16 +20,17 @@ AGG, SPATIAL, DEC = (ITER_KINDS.index(k) for k in ("aggregated", "spatial", "dec
 
 def test_speed_is_ideal_over_wall_seconds_while_prompts_wait():
     trace = [
-        (1.0, 2.0, SPATIAL, 8, [(100, 0)], True),  # ideal 0.5 s
-        (2.0, 2.5, AGG, 8, [(50, 0), (10, 90)], True),  # ideal 0.3 s
-        (2.5, 3.5, DEC, 8, [], True),  # prompts wait, nothing prefills
-        (3.5, 9.0, DEC, 8, [], False),  # nothing waits: not counted
-        (0.0, 1.0, AGG, 8, [(100, 0)], True),  # before the window
-        (12.0, 13.0, AGG, 8, [(100, 0)], True),  # after it
+        (1.0, 2.0, SPATIAL, 8, [(100, 0)], True, False),  # ideal 0.5 s
+        (2.0, 2.5, AGG, 8, [(50, 0), (10, 90)], True, False),  # ideal 0.3 s
+        (2.5, 3.5, DEC, 8, [], True, True),  # prompts wait, the pool holds them, none prefills
+        (3.5, 9.0, DEC, 8, [], False, True),  # nothing waits: not counted
+        (0.0, 1.0, AGG, 8, [(100, 0)], True, True),  # before the window
+        (12.0, 13.0, AGG, 8, [(100, 0)], True, True),  # after it
     ]
     got = speed_of(trace, 1.0, 10.0, lambda ch: sum(q for q, _ in ch) / 200.0)
     assert got["pending_s"] == pytest.approx(2.5)
     assert got["speed"] == pytest.approx((0.5 + 0.3) / 2.5)
+    assert got["held_share"] == pytest.approx(1.0 / 2.5)
     kinds = got["kinds"]
     assert kinds["spatial"] == {"time_share": 0.4, "speed": 0.5}
     assert kinds["aggregated"] == {"time_share": 0.2, "speed": 0.6}
@@ -69,6 +70,7 @@ def test_measure_on_a_real_run():
     assert 0.3 < got["speed"] <= 1.0
     assert sum(k["time_share"] for k in got["kinds"].values()) == pytest.approx(1.0, abs=1e-3)
     assert 0.0 < got["pending_share"] <= 1.0
+    assert 0.0 <= got["held_share"] <= 1.0
     # the ideal FCFS server at that speed passes at its figure and fails 10% above it
     fcfs = FcfsQueue(cl.sim_config(Setting("duet"), 1.5, 400), 400)
     assert fcfs.passes(got["fcfs_qps"], got["speed"])
@@ -83,4 +85,5 @@ def test_committed_speeds_are_within_the_bound():
         assert "duet" in pols and len(pols) == 2
         for row in pols.values():
             assert 0.3 < row["speed"] <= 1.0
+            assert 0.0 <= row["held_share"] < 0.5
             assert row["qps"] <= row["fcfs_qps"] * 1.02  # no policy beats the ideal server
