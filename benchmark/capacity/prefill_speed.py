@@ -54,20 +54,22 @@ __all__ = ["main", "measure", "speed_of"]
 
 
 def speed_of(trace: list[tuple], t0: float, t1: float, ideal_s) -> dict[str, Any]:
-    """``speed`` and its split by iteration kind over one replica's (or several replicas')
-    recorded iterations that start in [t0, t1] while prompts wait; ``ideal_s(chunks)``: the ideal
-    prefill seconds of one iteration's [(tokens, cached)] chunks."""
-    wall, ideal, held = {}, {}, 0.0
+    """``speed``, ``held_share`` and the split by iteration kind over one replica's (or several
+    replicas') recorded iterations that start in [t0, t1] while prompts wait, whole;
+    ``pending_s``: their seconds within [t0, t1]; ``ideal_s(chunks)``: the ideal prefill seconds
+    of one iteration's [(tokens, cached)] chunks."""
+    wall, ideal, held, inside = {}, {}, 0.0, 0.0
     for start, end, kind, _, chunks, pending, kv_held in trace:
         if pending and t0 <= start <= t1:
             name = ITER_KINDS[kind]
             wall[name] = wall.get(name, 0.0) + (end - start)
             ideal[name] = ideal.get(name, 0.0) + (ideal_s(chunks) if chunks else 0.0)
             held += (end - start) if kv_held else 0.0
+            inside += min(end, t1) - start  # the part within the window (pending_s)
     total = sum(wall.values())
     if total <= 0.0:
         return {"speed": None, "pending_s": 0.0, "held_share": None, "kinds": {}}
-    return {"speed": round(sum(ideal.values()) / total, 4), "pending_s": round(total, 3),
+    return {"speed": round(sum(ideal.values()) / total, 4), "pending_s": round(inside, 3),
             "held_share": round(held / total, 4),
             "kinds": {k: {"time_share": round(w / total, 4),
                           "speed": round(ideal[k] / w, 4) if w > 0.0 else None}

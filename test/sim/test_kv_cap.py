@@ -73,6 +73,12 @@ def test_kv_pool_scale_is_a_what_if_of_the_pool_alone():
         sim = Simulation(SimConfig(gpus=1, max_total_tokens=2048, kv_pool_scale=scale,
                                    frontend=False, policy="sglang-chunked"), wl)
         assert sim.sizing.capacity_tokens == int(2048 // 16 * scale) * 16
+        assert all(rep.kv.num_pages == sim.sizing.num_pages for rep in sim.replicas)
+        base = Simulation(SimConfig(gpus=1, max_total_tokens=2048, frontend=False,
+                                    policy="sglang-chunked"), wl).sizing
+        assert {k: v for k, v in sim.sizing.to_dict().items()
+                if k not in ("num_pages", "capacity_tokens")} == {
+            k: v for k, v in base.to_dict().items() if k not in ("num_pages", "capacity_tokens")}
         res = sim.run()
         assert all(r.finish_s > 0 for r in res.requests)
         ttft[scale] = sorted(r.first_token_s - r.arrival_s for r in res.requests)[20]

@@ -94,7 +94,8 @@ class SimConfig:
                                       "--max-total-tokens); default: what memory allows")
     kv_pool_scale: float = _f(1.0, "what-if, for diagnosis only: every replica's KV pool, as "
                               "sized, times this (no GPU has the memory; it asks whether the "
-                              "pool is what binds, benchmark/results/capacity/kv-pool)")
+                              "pool is what binds, benchmark/results/capacity/kv-pool; the "
+                              "capacity bounds ignore it)")
     page_size: int | None = _f(None, "KV page in tokens (SGLang's --page-size: 1 by default, "
                                "arg_groups/overrides.py _page_size_default); default: 16")
 

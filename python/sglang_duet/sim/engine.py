@@ -97,7 +97,7 @@ class Simulation:
         self.sizing = size_kv_cache(hw.hbm_bytes, model.weight_bytes, model.kv_bytes_per_token,
                                     cfg.mem_fraction, reserve, page,
                                     max_tokens=cfg.max_total_tokens)
-        if cfg.kv_pool_scale != 1.0:  # the what-if of config.py: the pool scaled, nothing else
+        if cfg.kv_pool_scale != 1.0:  # config.py's what-if: the pool (and what is sized by it)
             pages = max(1, int(self.sizing.num_pages * cfg.kv_pool_scale))
             self.sizing = dataclasses.replace(self.sizing, num_pages=pages)
         self.latency = LatencyModel(hw, model, Calibration.load(cfg.calibration), cfg.interference)

@@ -26,15 +26,16 @@ def test_speed_is_ideal_over_wall_seconds_while_prompts_wait():
         (3.5, 9.0, DEC, 8, [], False, True),  # nothing waits: not counted
         (0.0, 1.0, AGG, 8, [(100, 0)], True, True),  # before the window
         (12.0, 13.0, AGG, 8, [(100, 0)], True, True),  # after it
+        (9.5, 10.5, DEC, 8, [], True, False),  # counted whole, half of it in the window
     ]
     got = speed_of(trace, 1.0, 10.0, lambda ch: sum(q for q, _ in ch) / 200.0)
-    assert got["pending_s"] == pytest.approx(2.5)
-    assert got["speed"] == pytest.approx((0.5 + 0.3) / 2.5)
-    assert got["held_share"] == pytest.approx(1.0 / 2.5)
+    assert got["pending_s"] == pytest.approx(3.0)
+    assert got["speed"] == round((0.5 + 0.3) / 3.5, 4)
+    assert got["held_share"] == round(1.0 / 3.5, 4)
     kinds = got["kinds"]
-    assert kinds["spatial"] == {"time_share": 0.4, "speed": 0.5}
-    assert kinds["aggregated"] == {"time_share": 0.2, "speed": 0.6}
-    assert kinds["decode_only"] == {"time_share": 0.4, "speed": 0.0}
+    assert kinds["spatial"] == {"time_share": round(1 / 3.5, 4), "speed": 0.5}
+    assert kinds["aggregated"] == {"time_share": round(0.5 / 3.5, 4), "speed": 0.6}
+    assert kinds["decode_only"] == {"time_share": round(2 / 3.5, 4), "speed": 0.0}
     assert speed_of(trace[3:4], 0.0, 10.0, lambda ch: 1.0)["speed"] is None
 
 
@@ -57,6 +58,9 @@ def test_recording_iterations_changes_nothing_and_records_each_once():
         assert len(rep.trace) == len(rep.iter_start) > 0
         assert [t[0] for t in rep.trace] == list(rep.iter_start)
         assert all(end > start for start, end, *_ in rep.trace)
+        # an iteration that prefills began with a prompt prefilling: it counts as waiting
+        assert all(it[5] for it in rep.trace if it[4])
+        assert not all(it[5] for it in rep.trace)  # and the drain at the end does not
         prefilled = sum(q for it in rep.trace for q, _ in it[4])
         done = [r for r in traced.requests if r.replica == rep.idx]
         # every prompt token not served from the prefix cache is prefilled exactly once
