@@ -28,7 +28,7 @@ from sglang_duet.sim.engine import Simulation
 from sglang_duet.sim.steady import miss_causes, steady_state
 
 from .search import Cluster, Setting
-from .seeds import DEFAULT_OUT, load_cases
+from .seeds import case_arguments, load_cases
 from .sweep import _pool_map
 
 __all__ = ["main", "run_point"]
@@ -76,13 +76,9 @@ def _markdown(out: dict[str, Any], over: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmark.capacity.misses",
                                  description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--cases", nargs="+", default=None,
-                    help="sweep names (<trace>-<model>-tp<tp>) in the results folder; default: "
-                         "every sweep there")
+    case_arguments(ap)
     ap.add_argument("--over", type=float, default=1.05,
                     help="the second load, as a multiple of each policy's capacity (> 1)")
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     if not args.over > 1.0:
         ap.error("--over must be > 1")

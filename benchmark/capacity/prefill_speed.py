@@ -47,7 +47,7 @@ from sglang_duet.sim.steady import window_bounds
 from .bound import _Ideal
 from .queue_bound import FcfsQueue
 from .search import Cluster, Setting
-from .seeds import DEFAULT_OUT, load_cases
+from .seeds import case_arguments, load_cases
 from .sweep import _pool_map
 
 __all__ = ["main", "measure", "speed_of"]
@@ -141,11 +141,7 @@ def _markdown(out: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmark.capacity.prefill_speed",
                                  description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--cases", nargs="+", default=None,
-                    help="sweep names (<trace>-<model>-tp<tp>) in the results folder; default: "
-                         "every sweep there")
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default=DEFAULT_OUT)
+    case_arguments(ap)
     args = ap.parse_args(argv)
     sweeps = load_cases(args.cases, args.out)
     if sweeps is None:

@@ -34,7 +34,7 @@ from benchmark.stamp import write_result
 from .search import CACHE, Cluster, Setting, find_capacity
 from .sweep import FINE_TOL, _pool_map
 
-__all__ = ["case_settings", "load_cases", "main", "ratio_summary", "sweep_names"]
+__all__ = ["case_arguments", "case_settings", "load_cases", "main", "ratio_summary", "sweep_names"]
 
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                            "results", "capacity")
@@ -61,6 +61,15 @@ def case_settings(sweep: dict[str, Any]) -> tuple[Cluster, int, dict[str, tuple[
         # shorter run's capacity is kept as short_run_qps
         out[pol] = (Setting(pol, knobs), float(best.get("short_run_qps", best["capacity_qps"])))
     return cl, int(cfg["requests"]), out
+
+
+def case_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--cases``, ``--jobs`` and ``--out``: what every per-case study takes (`load_cases`)."""
+    ap.add_argument("--cases", nargs="+", default=None,
+                    help="sweep names (<trace>-<model>-tp<tp>) in the results folder; default: "
+                         "every sweep there")
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", default=DEFAULT_OUT)
 
 
 def load_cases(names: list[str] | None, folder: str
@@ -120,12 +129,8 @@ def _markdown(cases: dict[str, Any], seeds: list[int]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmark.capacity.seeds",
                                  description=(__doc__ or "").split("\n")[0])
-    ap.add_argument("--cases", nargs="+", default=None,
-                    help="sweep names (<trace>-<model>-tp<tp>) in the results folder; default: "
-                         "every sweep there")
+    case_arguments(ap)
     ap.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     if 0 in args.seeds:
         ap.error("--seeds: seed 0 is the sweep's own; give others")
