@@ -94,11 +94,8 @@ class Replica:
         self.mode_iters: dict[str, int] = {}
         self.spatial_iters = self.sd_sum = self.k_sum = self.preemptions = self.plans = 0
         self.busy_s = 0.0
-        # set to [] to record every iteration as it ends: (start, end, kind index, decodes,
-        # [(prefill tokens, cached before them)], prompts waiting or prefilling at its start,
-        # the pool holding a prompt back at its start)
-        self.trace: list[tuple] | None = None
-        self._waiting = False
+        self.trace: list[tuple] | None = None  # [] records every iteration as it ends: finish()
+        self._waiting = False  # prompts waited or prefilled when the iteration began
 
     # --- intake ---------------------------------------------------------------------------------
     def enqueue(self, r: Request) -> None:
@@ -129,17 +126,11 @@ class Replica:
         r.pages = 0
         if r.run_rep >= 0:
             r.close_run(len(self.steps))
-        if r in self.running:
-            self.running.remove(r)
-        else:
-            self.prefilling.remove(r)
+        (self.running if r in self.running else self.prefilling).remove(r)
         self.outstanding -= r.base - r.computed
         r.reset_for_recompute()
         self.outstanding += r.base
-        if self.flavor.retract_to_back:
-            self.queue.append(r)
-        else:
-            self.queue.appendleft(r)
+        (self.queue.append if self.flavor.retract_to_back else self.queue.appendleft)(r)
         self.preemptions += 1
         self.ratio = self.flavor.reserve_init
 
@@ -218,7 +209,7 @@ class Replica:
             self._admit()
         if not self.running and not self.prefilling:
             return None
-        self._waiting = bool(self.queue or self.prefilling)  # for trace: prompts wait at start
+        self._waiting = bool(self.queue or self.prefilling)
         if not self.prefilling:
             end = self._start_stretch(now, horizon)
             if end is not None:
@@ -330,17 +321,15 @@ class Replica:
         """Apply the iteration that ends at ``now``."""
         step_times, dreqs, chunks = self._pending
         self._pending = None
-        if self.trace is not None:
+        if self.trace is not None:  # (start, end, kind, decodes, [(tokens, cached)], waiting, held)
             self.trace.append((self.iter_start[-1], now, self.iter_kind[-1], len(dreqs),
-                               [(n, r.computed) for r, n in chunks], self._waiting,
-                               self.kv_held))
+                               [(n, r.computed) for r, n in chunks], self._waiting, self.kv_held))
         s_base = len(self.steps)
         self.steps.extend(step_times)
         k = len(step_times)
         if k:
             self.step_iter.extend(array("i", [len(self.iter_start) - 1]) * k)
-        done = False
-        produced = 0
+        done, produced = False, 0
         if k:
             for r in dreqs:
                 rem = r.output_len - r.gen0 - r.gen
