@@ -118,10 +118,15 @@ class _Ideal:
         big = self.lat.predict(Batch([BIG_BATCH], [0]), sms)
         return (big.token_ops_s + big.comm_s) / BIG_BATCH
 
+    def rows_s(self, new, cached, sms: int | None = None) -> float:
+        """Ideal seconds to prefill rows of ``new`` tokens after ``cached`` ones on ``sms`` SMs
+        alone: every new token at the big-batch per-token time, plus the rows' attention."""
+        att = self.lat.predict(Batch(new, cached), sms).attention_s
+        return float(sum(new)) * self.per_token_s(sms) + att
+
     def prefill_s(self, sms: int | None = None) -> float:
         """Mean prefill seconds per request on ``sms`` SMs alone."""
-        att = self.lat.predict(self.prefill_rows, sms).attention_s
-        return float(self.new.mean()) * self.per_token_s(sms) + att / len(self.new)
+        return self.rows_s(self.new, self.hit, sms) / len(self.new)
 
     def decode_rate(self, step_s) -> tuple[int, float]:
         """(the largest decode batch B <= the KV limit with ``step_s(B) <= tau``, its step

@@ -38,7 +38,6 @@ import time
 from typing import Any
 
 from benchmark.stamp import write_result
-from sglang_duet.latency import Batch
 from sglang_duet.sim import build_arrivals, load_trace
 from sglang_duet.sim.engine import Simulation
 from sglang_duet.sim.replica import ITER_KINDS
@@ -88,14 +87,9 @@ def measure(cl: Cluster, s: Setting, qps: float, requests: int) -> dict[str, Any
     arrivals = sorted(r.arrival_s for r in res.requests)
     lo, hi = window_bounds(len(arrivals))
     ideal = _Ideal(cfg)
-    per_token, lat = ideal.per_token_s(), ideal.lat
-
-    def ideal_s(chunks: list[tuple[int, int]]) -> float:
-        q = [n for n, _ in chunks]
-        return sum(q) * per_token + lat.predict(Batch(q, [c for _, c in chunks])).attention_s
-
     trace = [it for rep in res.replicas for it in rep.trace or ()]
-    got = speed_of(trace, arrivals[lo], arrivals[hi - 1], ideal_s)
+    got = speed_of(trace, arrivals[lo], arrivals[hi - 1],
+                   lambda chunks: ideal.rows_s([n for n, _ in chunks], [c for _, c in chunks]))
     span = (arrivals[hi - 1] - arrivals[lo]) * len(res.replicas)
     got["pending_share"] = round(got["pending_s"] / span, 4) if span > 0 else None
     speed = got["speed"]
