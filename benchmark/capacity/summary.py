@@ -181,7 +181,7 @@ def _queue(c: dict[str, Any]) -> str:
 
 
 def table(summary: dict[str, Any]) -> str:
-    """The markdown table of `summary` (the README's, verbatim)."""
+    """The full markdown table of `summary` (docs/capacity.md's, verbatim)."""
     lines = ["| case (2x H100) | duet | duet-paper | best-tuned alternative | duet / it | "
              "lower of 1x, 2x runs | physical bound | duet / bound | alternative / bound | "
              "queue-aware bound: duet, alternative / it | "
