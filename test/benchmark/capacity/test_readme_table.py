@@ -27,6 +27,13 @@ def test_readme_block_is_the_summary_table():
     assert S.readme_block(_committed()) in text
 
 
+def test_readme_headline_is_the_best_ratio():
+    """The intro's "up to N% more" is duet's best ratio over the best-tuned alternative."""
+    best = max(c["vs_best_alternative"] for c in _committed()["cases"])
+    assert f"up to {round(100 * (best - 1))}% more requests per second" in " ".join(
+        (ROOT / "README.md").read_text().split())
+
+
 def test_capacity_doc_block_is_the_full_table():
     text = (ROOT / "docs" / "capacity.md").read_text()
     assert S.doc_block(_committed()) in text
