@@ -170,6 +170,8 @@ def write(result: dict[str, Any], out_dir: str) -> tuple[str, str]:
 
 
 INDEX_TITLE = "# Capacity on the simulator"
+# below this line the index is written by hand (the figures' history) and every rewrite keeps it
+HAND_WRITTEN = "<!-- hand-written below: write_index keeps it -->"
 
 
 def write_index(out_dir: str) -> str:
@@ -177,10 +179,14 @@ def write_index(out_dir: str) -> str:
     sweep's table, sorted by file name. A README this did not write (a study's own, in a folder
     given to ``--out``) is left as it is."""
     path = os.path.join(out_dir, "README.md")
+    kept = ""
     if os.path.exists(path):
         with open(path) as f:
-            if f.readline().rstrip("\n") != INDEX_TITLE:
-                return path
+            old = f.read()
+        if old.split("\n", 1)[0] != INDEX_TITLE:
+            return path
+        if HAND_WRITTEN in old:
+            kept = old[old.index(HAND_WRITTEN):]
     parts = [INDEX_TITLE, "",
              "Written by `python -m benchmark.capacity` and `python -m benchmark.capacity.summary` "
              "(`make capacity`); one section per sweep (`<trace>-<model>-tp<tp>.{json,png,md}`). "
@@ -196,6 +202,8 @@ def write_index(out_dir: str) -> str:
         if os.path.basename(md) != "README.md":
             with open(md) as f:
                 parts.append(f.read())
+    if kept:
+        parts.append(kept)
     with open(path, "w") as f:
         f.write("\n".join(parts))
     return path

@@ -11,9 +11,10 @@ weight reads at all, compute and HBM traffic overlapping perfectly), and the que
 capacity under the TTFT SLO with the runs' own Poisson arrivals, first come first served, its
 decode demand taken at its mean; the strict ceiling, decode free, is ``queue_ceiling_qps``),
 which says how much of the gap to the bound is prompts queueing. ``python -m
-benchmark.capacity.summary`` writes ``summary.json`` (stamped) in the folder and the same table
-into the top-level README between its ``capacity-table`` markers, so the README's figures are
-the JSON's (test/benchmark/capacity/test_readme_table.py holds them equal). Requests per second.
+benchmark.capacity.summary`` writes ``summary.json`` (stamped) and ``summary.png`` in the folder,
+the short table (one row per case) into the top-level README and the full table into
+``docs/capacity.md``, each between its markers, so the documents' figures are the JSON's
+(test/benchmark/capacity/test_readme_table.py holds them equal). Requests per second.
 """
 
 from __future__ import annotations
@@ -34,11 +35,15 @@ from .queue_bound import checked_queue_bound
 from .report import OURS, write_index
 from .search import Cluster, Setting
 
-__all__ = ["MARK_BEGIN", "MARK_END", "limit_of", "lower_run", "readme_block", "summarize",
-           "table", "target_of"]
+__all__ = ["DOC_BEGIN", "DOC_END", "MARK_BEGIN", "MARK_END", "doc_block", "limit_of", "lower_run",
+           "plot", "readme_block", "short_table", "summarize", "table", "target_of",
+           "write_block"]
 
+# the README's short table and docs/capacity.md's full one, each between its own markers
 MARK_BEGIN = "<!-- capacity-table: python -m benchmark.capacity.summary -->"
 MARK_END = "<!-- /capacity-table -->"
+DOC_BEGIN = "<!-- capacity-table-full: python -m benchmark.capacity.summary -->"
+DOC_END = "<!-- /capacity-table-full -->"
 TARGET_RATIO = 1.2
 TARGET_BOUND_SHARE = 0.9
 MODELS = {"qwen3-8b": "Qwen3-8B", "qwen3-14b": "Qwen3-14B"}
@@ -176,7 +181,7 @@ def _queue(c: dict[str, Any]) -> str:
 
 
 def table(summary: dict[str, Any]) -> str:
-    """The markdown table of `summary` (the README's, verbatim)."""
+    """The full markdown table of `summary` (docs/capacity.md's, verbatim)."""
     lines = ["| case (2x H100) | duet | duet-paper | best-tuned alternative | duet / it | "
              "lower of 1x, 2x runs | physical bound | duet / bound | alternative / bound | "
              "queue-aware bound: duet, alternative / it | "
@@ -199,19 +204,75 @@ def table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def short_table(summary: dict[str, Any]) -> str:
+    """One row per case for the README: duet, the best-tuned alternative with its setting, the
+    ratio and each one's share of the physical bound (the full table: `table`)."""
+    lines = ["| case (2x H100) | duet (req/s) | best-tuned alternative (its setting) | "
+             "duet / alternative | share of the bound: duet, alternative |",
+             "| --- | ---: | --- | ---: | ---: |"]
+    for c in summary["cases"]:
+        lines.append(
+            f"| {_label(c)} | {_q(c['duet'])} | {c['best_alternative']} "
+            f"{_q(c['best_alternative_qps'])} ({c['best_alternative_setting']}) | "
+            f"{c['vs_best_alternative']:.2f}x | {c['duet_share_of_bound']:.0%}, "
+            f"{c['alternative_share_of_bound']:.0%} |")
+    return "\n".join(lines)
+
+
 def readme_block(summary: dict[str, Any]) -> str:
-    return f"{MARK_BEGIN}\n{table(summary)}\n{MARK_END}"
+    return f"{MARK_BEGIN}\n{short_table(summary)}\n{MARK_END}"
+
+
+def doc_block(summary: dict[str, Any]) -> str:
+    return f"{DOC_BEGIN}\n{table(summary)}\n{DOC_END}"
+
+
+def write_block(path: str, block: str) -> None:
+    """Replace the block between `block`'s first and last lines (its markers) in `path`."""
+    begin, end = block.split("\n")[0], block.split("\n")[-1]
+    with open(path) as f:
+        text = f.read()
+    pattern = re.escape(begin) + r".*?" + re.escape(end)
+    if not re.search(pattern, text, flags=re.S):
+        raise ValueError(f"{path}: no {begin!r} ... {end!r} block")
+    text = re.sub(pattern, lambda _: block, text, count=1, flags=re.S)
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def write_readme(summary: dict[str, Any], path: str) -> None:
-    with open(path) as f:
-        text = f.read()
-    pattern = re.escape(MARK_BEGIN) + r".*?" + re.escape(MARK_END)
-    if not re.search(pattern, text, flags=re.S):
-        raise ValueError(f"{path}: no {MARK_BEGIN!r} ... {MARK_END!r} block")
-    text = re.sub(pattern, lambda _: readme_block(summary), text, count=1, flags=re.S)
-    with open(path, "w") as f:
-        f.write(text)
+    write_block(path, readme_block(summary))
+
+
+def plot(summary: dict[str, Any], path: str) -> None:
+    """Bars per case: duet, the best-tuned alternative and the physical bound (req/s, each
+    case scaled to its bound so that mooncake's ~2 req/s and azure's ~40 share one axis)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = summary["cases"]
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=100)
+    w = 0.38
+    for i, c in enumerate(cases):
+        b = c["bound_qps"]
+        for j, (v, colour, name) in enumerate(((c["duet"], "tab:red", "sglang-duet"), (
+                c["best_alternative_qps"], "tab:blue", "best-tuned alternative"))):
+            x = i + (j - 0.5) * w
+            ax.bar(x, v / b, w, color=colour, label=name if i == 0 else None)
+            ax.text(x, v / b + 0.01, _q(v), ha="center", va="bottom", fontsize=8)
+    ax.axhline(1.0, color="black", lw=1, ls="--", label="physical bound")
+    ax.set_xticks(range(len(cases)))
+    ax.set_xticklabels([_label(c).replace(", ", "\n") + f"\nbound {_q(c['bound_qps'])}"
+                        for c in cases], fontsize=8)
+    ax.set_ylim(0, 1.25)
+    ax.set_ylabel("capacity / physical bound")
+    ax.set_title("Capacity at both SLOs, 2x H100 (simulated; bar labels in req/s)", fontsize=10)
+    ax.legend(fontsize=8, loc="upper center", ncol=3, framealpha=0.9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dir", default=str(ROOT / "benchmark" / "results" / "capacity"))
     ap.add_argument("--readme", default=str(ROOT / "README.md"),
                     help="README to rewrite between the markers ('' for none)")
+    ap.add_argument("--doc", default=str(ROOT / "docs" / "capacity.md"),
+                    help="document to rewrite between the full table's markers ('' for none)")
     args = ap.parse_args(argv)
     summary = summarize(args.dir)
     if not summary["cases"]:
@@ -229,8 +292,11 @@ def main(argv: list[str] | None = None) -> int:
     write_result(os.path.join(args.dir, "summary.json"), summary,
                  argv=["benchmark.capacity.summary"])
     write_index(args.dir)
+    plot(summary, os.path.join(args.dir, "summary.png"))
     if args.readme:
         write_readme(summary, args.readme)
+    if args.doc:
+        write_block(args.doc, doc_block(summary))
     print(table(summary))
     return 0
 

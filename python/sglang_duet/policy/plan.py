@@ -125,3 +125,20 @@ class BatchPlan:
     @classmethod
     def idle(cls, reason: str = "nothing to run") -> BatchPlan:
         return cls("idle", (), (), 0, 0, 1, 0.0, 0.0, 0.0, reason)
+
+
+def plan_log_line(plan: BatchPlan, measured_s: float, decode_steps: int, limited: str,
+                  discarded: int = 0, *, end_s: float, waiting: int | None = None) -> dict:
+    """One plan-log record (`--duet-plan-log`, `sim --plan-log`; `plan_view` draws them): the plan
+    as executed plus what was measured, so predicted and measured iteration times can be compared
+    offline. `measured_s` is the iteration's time (the runtime: host wall time; the simulator:
+    its simulated duration), seconds; `decode_steps` the look-ahead steps the spatial decode ran;
+    `limited` why it ran fewer than planned, or ""; `discarded` its surplus tokens, computed after
+    a request had finished and never sent; `end_s` the clock when it ended (the runtime: wall
+    clock, time.time(); the simulator: simulated seconds), so consecutive lines also give the
+    loop's period; `waiting` the requests queued for prefill when it was planned, where known."""
+    line = {**plan.to_dict(), "measured_s": measured_s, "decode_steps": decode_steps,
+            "discarded": discarded, "lookahead_limited": limited, "end_s": end_s}
+    if waiting is not None:
+        line["waiting"] = waiting
+    return line

@@ -9,7 +9,7 @@ from collections import Counter as PyCounter
 from typing import Any
 
 from sglang_duet.policy import BatchPlan
-from sglang_duet.policy.plan import MODES
+from sglang_duet.policy.plan import MODES, plan_log_line
 
 logger = logging.getLogger("sglang_duet.plan")
 SUMMARY_S = 30.0  # one INFO summary line per this many seconds with work (like SGLang's)
@@ -56,7 +56,8 @@ class DuetMetrics:
         if plan.mode == "spatial":
             self.spatial_decode_steps += decode_steps
         if self._plan_log is not None:
-            line = plan_log_line(plan, measured_s, decode_steps, limited, discarded)
+            line = plan_log_line(plan, measured_s, decode_steps, limited, discarded,
+                                 end_s=time.time())
             self._plan_log.write(json.dumps(line, sort_keys=True) + "\n")
         miss = plan.mode != "idle" and plan.predicted_tbt_s > tbt_slo_s and bool(plan.decode_rids)
         self.slo_misses += miss
@@ -103,18 +104,6 @@ class DuetMetrics:
                  "slo_misses_predicted": w["slo_misses_predicted"],
                  "lookahead_discarded": w["lookahead_discarded"]}, sort_keys=True))
         self._window, self._window_start = PyCounter(), now
-
-
-def plan_log_line(plan: BatchPlan, measured_s: float, decode_steps: int, limited: str,
-                  discarded: int = 0) -> dict:
-    """One plan-log record: the plan as executed plus what was measured, so predicted and
-    measured iteration times can be compared offline (`measured_s` is the host wall time of
-    the iteration, seconds; `decode_steps` the look-ahead steps the spatial decode ran;
-    `discarded` its surplus tokens, computed after a request had finished and never sent;
-    `end_s` the wall clock (time.time()) when it was recorded, so consecutive lines also give
-    the loop's period, scheduling included)."""
-    return {**plan.to_dict(), "measured_s": measured_s, "decode_steps": decode_steps,
-            "discarded": discarded, "lookahead_limited": limited, "end_s": time.time()}
 
 
 class _Prometheus:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -21,6 +22,7 @@ from .arrivals import Workload, build_arrivals
 from .config import AUTO_ROUTER, SimConfig
 from .engine import Simulation
 from .metrics import summarize
+from .plan_log import PlanLog
 from .policies import policy_names
 from .router import ROUTERS
 from .steady import steady_state
@@ -44,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_dataclass_args(p, SimConfig, choices=_CHOICES)
     p.add_argument("--out", default=None, help="write the full metrics + config as JSON here")
     p.add_argument("--quiet", action="store_true", help="no summary, no progress bar")
+    p.add_argument("--plan-log", default=None, metavar="PATH",
+                   help="one policy only: every executed plan as a JSON line in PATH.dp<replica>, "
+                        "as --duet-plan-log writes them (python -m sglang_duet.plan_view PATH.dp0)")
     return p
 
 
@@ -72,15 +77,21 @@ class _Progress:
             sys.stderr.flush()
 
 
-def run_config(cfg: SimConfig, workload: Workload | None = None, show_progress: bool = False
-               ) -> dict[str, Any]:
-    """Run ``cfg`` (``policy='all'`` runs every policy on the same arrivals); JSON-ready dict."""
+def run_config(cfg: SimConfig, workload: Workload | None = None, show_progress: bool = False,
+               plan_log: str | None = None) -> dict[str, Any]:
+    """Run ``cfg`` (``policy='all'`` runs every policy on the same arrivals); JSON-ready dict.
+    ``plan_log``: write each replica's plan log to ``<plan_log>.dp<i>`` (one policy only)."""
     cfg.validate()
     _check_names(cfg)
     if workload is None:
         workload = build_arrivals(load_trace(cfg.trace), cfg.qps, cfg.num_requests, cfg.seed)
     names = policy_names() if cfg.policy == "all" else [cfg.policy]
     sims = [Simulation(cfg, workload, name) for name in names]  # config errors before any run
+    if plan_log and len(sims) != 1:
+        raise ValueError("--plan-log needs one --policy, not 'all'")
+    if plan_log and not os.path.isdir(os.path.dirname(plan_log) or "."):
+        raise ValueError(f"--plan-log {plan_log}: directory does not exist")
+    logs = [PlanLog(rep) for rep in sims[0].replicas] if plan_log else []
     results: dict[str, Any] = {}
     for sim in sims:
         prog = _Progress(sim.spec.name, show_progress and len(workload) >= 2000)
@@ -99,6 +110,8 @@ def run_config(cfg: SimConfig, workload: Workload | None = None, show_progress: 
             "kv": sim.sizing.to_dict(),
         }
         results[sim.spec.name] = m
+    for i, log in enumerate(logs):
+        log.write(f"{plan_log}.dp{i}")
     return {"config": {**cfg.to_dict(), "workload": workload.summary()}, "results": results}
 
 
@@ -147,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = from_namespace(SimConfig, args)
         check_fields(cfg, choices=_CHOICES)  # one-line errors naming the flag, finite times
-        report = run_config(cfg, show_progress=not args.quiet)
+        report = run_config(cfg, show_progress=not args.quiet, plan_log=args.plan_log)
     except (TraceError, ValueError) as e:
         print(f"sglang_duet.sim: error: {e}", file=sys.stderr)
         return 2

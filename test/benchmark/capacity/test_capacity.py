@@ -270,7 +270,7 @@ def test_the_point_cache_hash_leaves_out_only_what_the_simulator_never_imports()
 def test_the_index_leaves_a_study_readme_alone(tmp_path):
     """A folder given to --out may hold a study's own README: the index does not replace it,
     and it rewrites its own."""
-    from benchmark.capacity.report import INDEX_TITLE, write_index
+    from benchmark.capacity.report import HAND_WRITTEN, INDEX_TITLE, write_index
 
     study = tmp_path / "study"
     study.mkdir()
@@ -284,3 +284,11 @@ def test_the_index_leaves_a_study_readme_alone(tmp_path):
     write_index(str(index))
     body = (index / "README.md").read_text()
     assert body.startswith(INDEX_TITLE) and "stale" not in body and "### case" in body
+    # the hand-written tail (the figures' history) survives every rewrite, once
+    (index / "README.md").write_text(body + f"{HAND_WRITTEN}\n## History\n\nprose\n")
+    (index / "case.md").write_text("### case 2\n")
+    write_index(str(index))
+    write_index(str(index))
+    body = (index / "README.md").read_text()
+    assert "### case 2" in body and "### case\n" not in body
+    assert body.count(HAND_WRITTEN) == 1 and body.endswith(f"{HAND_WRITTEN}\n## History\n\nprose\n")

@@ -1,10 +1,13 @@
-"""The README's capacity table is the committed capacity results, not figures typed once: the
-block between its markers is `summary.table` of the committed summary.json, and summary.json is
-what `summary.summarize` makes of the committed sweep JSONs now (bounds recomputed)."""
+"""The README's capacity table and docs/capacity.md's full one are the committed capacity results,
+not figures typed once: the README's block is `summary.short_table` of the committed summary.json,
+the document's `summary.table`, and summary.json is what `summary.summarize` makes of the
+committed sweep JSONs now (bounds recomputed)."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from benchmark.capacity import summary as S
 from benchmark.stamp import ROOT
@@ -22,6 +25,34 @@ def _committed() -> dict:
 def test_readme_block_is_the_summary_table():
     text = (ROOT / "README.md").read_text()
     assert S.readme_block(_committed()) in text
+
+
+def test_readme_headline_is_the_best_ratio():
+    """The intro's "up to N% more" is duet's best ratio over the best-tuned alternative."""
+    best = max(c["vs_best_alternative"] for c in _committed()["cases"])
+    assert f"up to {round(100 * (best - 1))}% more requests per second" in " ".join(
+        (ROOT / "README.md").read_text().split())
+
+
+def test_capacity_doc_block_is_the_full_table():
+    text = (ROOT / "docs" / "capacity.md").read_text()
+    assert S.doc_block(_committed()) in text
+
+
+def test_readme_rows_are_the_json():
+    """Each README row carries the case's figures from summary.json: duet, the alternative with
+    its setting (the router where tuned), the ratio and both shares of the bound."""
+    got = _committed()
+    rows = S.short_table(got).splitlines()
+    assert len(rows) == 2 + len(got["cases"])
+    for c, row in zip(got["cases"], rows[2:], strict=True):
+        cells = [x.strip() for x in row.strip("|").split("|")]
+        assert float(cells[1]) == pytest.approx(c["duet"], rel=0.005)  # 3 significant digits
+        assert cells[2].startswith(c["best_alternative"] + " ")
+        assert cells[2].endswith(f"({c['best_alternative_setting']})")
+        assert cells[3] == f"{c['vs_best_alternative']:.2f}x"
+        assert cells[4] == (f"{c['duet_share_of_bound']:.0%}, "
+                            f"{c['alternative_share_of_bound']:.0%}")
 
 
 def test_summary_is_the_sweeps():
@@ -57,9 +88,17 @@ def test_target_rule(tmp_path):
     assert row.startswith("| t, Qwen3-8B | 30.0 | 20.0 | x 29.0 (defaults) | 1.03x | - | 32.0 |")
     assert "| 94% | 91% | - | 60.0 |" in row  # no queue-aware bound in this case: "-"
     assert row.endswith("| 60.0 | 29.0 (the alternative) | yes | - |")
-    (tmp_path / "R.md").write_text(f"a\n{S.MARK_BEGIN}\nold\n{S.MARK_END}\nb\n")
+    short = S.short_table({"cases": [case]}).splitlines()[2]
+    assert short == "| t, Qwen3-8B | 30.0 | x 29.0 (defaults) | 1.03x | 94%, 91% |"
+    (tmp_path / "R.md").write_text(f"a\n{S.MARK_BEGIN}\nold\n{S.MARK_END}\n"
+                                   f"{S.DOC_BEGIN}\nold\n{S.DOC_END}\nb\n")
     S.write_readme({"cases": [case]}, str(tmp_path / "R.md"))
-    assert (tmp_path / "R.md").read_text() == f"a\n{S.readme_block({'cases': [case]})}\nb\n"
+    S.write_block(str(tmp_path / "R.md"), S.doc_block({"cases": [case]}))
+    assert (tmp_path / "R.md").read_text() == (
+        f"a\n{S.readme_block({'cases': [case]})}\n{S.doc_block({'cases': [case]})}\nb\n")
+    (tmp_path / "N.md").write_text("no markers\n")
+    with pytest.raises(ValueError, match="no"):
+        S.write_readme({"cases": [case]}, str(tmp_path / "N.md"))
 
 
 def test_target_of():
