@@ -111,6 +111,7 @@ def test_tp_ranks_run_rank0s_decision(monkeypatch):
 
 class FakePhases:
     partitions = None
+    model_runner = None
 
     def __init__(self, log, marks=False):
         self.log, self.marks = log, marks

@@ -206,7 +206,8 @@ class DuetScheduler(Scheduler):
         with phases.decode(s_d):
             launched = lookahead.launch(self, decode, k, mark)
         t1 = time.perf_counter()
-        with phases.prefill(s_d), patches.prefill_tp_group(self.duet_own_prefill_group):
+        with phases.prefill(s_d), patches.prefill_tp_group(self.duet_own_prefill_group,
+                                                           phases.model_runner):
             result_p = self.run_batch(prefill)
         t2 = time.perf_counter()
         # Decode results first, each step as soon as it is done (they need not wait for the
