@@ -122,10 +122,10 @@ class PhaseRunners:
         stream.synchronize()
 
     def marker(self, sms_decode: int) -> Callable[[], Any] | None:
-        """What `lookahead.launch` calls after each decode step, on the decode stream: it
-        records an event there, which `wait` makes the current stream wait for, so step j's
-        results are read (and streamed) once step j is done. None (join the whole stream first):
-        no partitions, or events refused across contexts (`host_join`)."""
+        """What `lookahead.launch_first` and `launch_rest` call after each decode step, on the
+        decode stream: it records an event there, which `wait` makes the current stream wait
+        for, so step j's results are read (and streamed) once step j is done. None (join the
+        whole stream first): no partitions, or events refused across contexts (`host_join`)."""
         if self._stream(sms_decode, 0) is None or self.host_join:
             return None
         import torch

@@ -6,11 +6,13 @@ machinery runs it:
 
 * ``aggregated``  -> SGLang's mixed chunked-prefill batch, with the adder's budget set to the
   plan's tokens so that it forms exactly the plan's chunks;
-* ``spatial``     -> a prefill-only batch (same budget rule) plus the running decode batch: the
-  decode side is launched first, k look-ahead steps back to back, then the prefill, each on its
-  partition stream with state of its own (`phases`: attention backends, decode graphs captured
-  on the partition); both results are processed after both are launched. With no partition
-  backend (CPU) the two run one after the other on the same device;
+* ``spatial``     -> a prefill-only batch (same budget rule) plus the running decode batch:
+  decode step 0 is launched first, then the prefill, then look-ahead steps 1..k-1, each phase on
+  its partition stream with state of its own (`phases`: attention backends, decode graphs
+  captured on the partition); results are processed after all are launched. Each decode step
+  is a whole host-side `run_batch`, so the prefill waits for one step's host time, not k
+  (`latency.reference.host_seconds`, ``after``). With no partition backend (CPU) the phases run
+  one after the other on the same device;
 * ``decode_only`` -> SGLang's decode step; prefill waits.
 
 The plan's path is explicit: `_decide` returns a `Decision` (the plan and its look-ahead, the
@@ -193,7 +195,8 @@ class DuetScheduler(Scheduler):
     # ---- execution ------------------------------------------------------------------------
 
     def _step_spatial(self, prefill: ScheduleBatch, decision: Decision) -> SpatialRun:
-        """Decode (k look-ahead steps) and prefill, launched in that order, then processed."""
+        """Decode step 0, the prefill, decode steps 1..k-1, launched in that order (the two
+        streams are independent), then processed."""
         decode = self.update_running_batch(self.running_batch)
         self.running_batch = decode
         phases, s_d = self.duet_phases, decision.plan.sms_decode
@@ -204,12 +207,14 @@ class DuetScheduler(Scheduler):
         t0 = time.perf_counter()
         mark = phases.marker(s_d)
         with phases.decode(s_d):
-            launched = lookahead.launch(self, decode, k, mark)
+            launched = lookahead.launch_first(self, decode, mark)
         t1 = time.perf_counter()
         with phases.prefill(s_d), patches.prefill_tp_group(self.duet_own_prefill_group,
                                                            phases.model_runner):
             result_p = self.run_batch(prefill)
         t2 = time.perf_counter()
+        with phases.decode(s_d):
+            lookahead.launch_rest(self, launched, k, mark)
         # Decode results first, each step as soon as it is done (they need not wait for the
         # prefill, nor for later steps); without per-step marks, once the whole decode is.
         if mark is None:
