@@ -14,9 +14,11 @@ time on two streams, so they must share no state that a forward writes:
 * streams: partition streams are non-blocking, so each phase's stream first waits for the
   scheduler's stream (where the batches were prepared), and the scheduler's stream waits for a
   phase's stream before that phase's results are read (`join`). The join records an event of
-  the primary context on a green context's stream; where the driver refuses that (the
-  `cuEventRecord` docs ask for one context), the join falls back to a host sync of the phase's
-  stream, found once at start-up (`probe_join`) and logged.
+  the primary context on a green context's stream, which the `cuEventRecord` docs ask to be of
+  one context. Start-up asks the driver first (`partition.events`): a refusal there makes the
+  server run with backend `none` (`components.usable_menu`), since SGLang's own decode replay
+  records such events too. Should a join still be refused, it falls back to a host sync of the
+  phase's stream (`probe_join` asks once more after capture), logged.
 
 The same swaps run on the CPU, one phase after the other on one device, so the CPU tests check
 that outputs are unchanged when the phases run with their own state.

@@ -94,6 +94,7 @@ class DuetScheduler(Scheduler):
             gpu_id=gpu_id,
             token_budget=budget,
             cuda_graphs=runner.decode_cuda_graph_runner is not None,
+            agree=self._agree if self.ps.tp_size > 1 else None,  # every rank the same splits
         )
         if self.ps.tp_size > 1:  # before any capture: a lone fallback must not hang a barrier
             per_rank = tp_groups.gather((parts.backend_name, parts.graph_sizes), self.tp_cpu_group)
@@ -118,6 +119,10 @@ class DuetScheduler(Scheduler):
             self.duet_args.mode, self.duet_args.tbt_slo_ms, budget, parts.hardware.name,
             parts.backend_name, list(parts.policy.menu.decode_sizes),
         )
+
+    def _agree(self, value):
+        """`value` of every TP rank, in rank order (over SGLang's CPU TP group)."""
+        return tp_groups.gather(value, self.tp_cpu_group)
 
     # ---- planning -------------------------------------------------------------------------
 
