@@ -75,3 +75,19 @@ def test_decode_collectives_stay_on_the_decode_group(ranks, phase):
             c.endswith(":decode") for c in record["collectives"]), record["collectives"]
         assert {g: record["getters"][g] for g in TP_GETTERS} == {g: "decode" for g in TP_GETTERS}
         assert record["getters"]["logits_processor._logits_gatherer"] == "decode"
+
+
+def test_logits_gatherer_owners_are_found_once_per_model():
+    """The walk over the model's modules happens once per model, not every spatial prefill."""
+    import torch
+
+    from sglang_duet.runtime import patches
+
+    head, other = torch.nn.Module(), torch.nn.Module()
+    head._logits_gatherer = "decode's"
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), head)
+    assert patches._gatherer_owners(model) == [head]
+    other._logits_gatherer = "added later"
+    model.append(other)
+    assert patches._gatherer_owners(model) == [head]  # cached for this model
+    assert patches._gatherer_owners(torch.nn.Sequential(other)) == [other]

@@ -247,11 +247,25 @@ def _cached_groups(model_runner: Any, decode: Any, prefill: Any) -> list[tuple[A
     sampler = getattr(model_runner, "sampler", None)
     if getattr(sampler, "tp_sync_group", None) is decode.device_group:
         out.append((sampler, {"tp_sync_group": prefill.device_group}))
-    model = getattr(model_runner, "model", None)
-    for module in model.modules() if hasattr(model, "modules") else ():
-        if hasattr(module, "_logits_gatherer"):
-            out.append((module, {"_logits_gatherer": _gather_on_current_group}))
+    out.extend((m, {"_logits_gatherer": _gather_on_current_group})
+               for m in _gatherer_owners(getattr(model_runner, "model", None)))
     return out
+
+
+_OWNERS: dict[int, tuple[Any, list[Any]]] = {}
+
+
+def _gatherer_owners(model: Any) -> list[Any]:
+    """The modules of `model` that hold a logits gatherer, found once per model: a walk over
+    the ~400 modules of a 36-layer model took 1.5 ms on the 2-core CPU machine, on the
+    prefill's launch path every spatial iteration."""
+    hit = _OWNERS.get(id(model))
+    if hit is None or hit[0] is not model:
+        modules = model.modules() if hasattr(model, "modules") else ()
+        _OWNERS.clear()
+        hit = _OWNERS[id(model)] = (model, [m for m in modules
+                                            if hasattr(m, "_logits_gatherer")])
+    return hit[1]
 
 
 def _gather_on_current_group(x: Any) -> Any:
