@@ -9,8 +9,9 @@ from sglang_duet.latency import Batch
 
 def _alone(lm, dec, pre, sd, sp):
     """Each side of `predict_concurrent` alone on its partition (a look-ahead decode step; the
-    prefill carrying the spatial iteration's host once-costs)."""
-    return lm.predict(dec, sd, host="lookahead"), lm.predict(pre, sp, host="spatial")
+    prefill carrying the spatial iteration's host once-costs, launched after decode step 0)."""
+    return (lm.predict(dec, sd, host="lookahead"),
+            lm.predict(pre, sp, host="spatial", after="lookahead"))
 
 
 def _overlap_bandwidth(lm, dec, pre, sd, sp):

@@ -42,7 +42,8 @@ def _alone_equal_predict(lm, dec, pre, sd, sp):
     tab = lm.predict_concurrent_table(dec, pre, sd, sp)
     for i, (a, b) in enumerate(zip(sd, sp, strict=True)):
         assert tab.decode_alone_s[i] == lm.predict(dec, a, host="lookahead").total_s
-        assert tab.prefill_alone_s[i] == lm.predict(pre, b, host="spatial").total_s
+        after = "lookahead" if dec.tokens else None  # launched after step 0
+        assert tab.prefill_alone_s[i] == lm.predict(pre, b, host="spatial", after=after).total_s
 
 
 @SETTINGS
@@ -194,7 +195,9 @@ def test_fast_predict_equals_reference(make_lm, reqs, model, hw, cal, sms, host,
         sms = min(sms, lm.hardware.num_sms)
     sample = data.draw(st.lists(st.booleans(), min_size=len(reqs), max_size=len(reqs)))
     b = _batch(reqs, sample if data.draw(st.booleans()) else None)
-    fast, ref = lm.predict(b, sms, host=host), lm.predict_reference(b, sms, host=host)
+    after = data.draw(st.sampled_from([None, "lookahead", "lookahead_eager"]))  # a spatial start
+    fast = lm.predict(b, sms, host=host, after=after)
+    ref = lm.predict_reference(b, sms, host=host, after=after)
     for field in ("total_s", "token_ops_s", "attention_s", "comm_s", "lm_head_s", "flops",
                   "bytes", "host_s"):
         assert _close(getattr(fast, field), getattr(ref, field)), field

@@ -43,7 +43,26 @@ def test_join_only_in_spatial_plans(make_lm):
     assert d_j == d_0  # the decode side's look-ahead steps do not wait for the join
     assert p_j.host_s - p_0.host_s == pytest.approx(30e-6)
     tab = lm_j.predict_concurrent_table(DEC, PRE, (40, 60), (92, 72))
-    assert tab.prefill_alone_s[0] == lm_j.predict(PRE, 92, host="spatial").total_s
+    assert tab.prefill_alone_s[0] == lm_j.predict(PRE, 92, host="spatial",
+                                                  after="lookahead").total_s
+
+
+@pytest.mark.parametrize("decode_host", ["lookahead", "lookahead_eager"])
+def test_the_prefill_starts_after_one_decode_steps_launch(make_lm, decode_host):
+    """The runtime launches decode step 0, then the prefill, then steps 1..k-1: the prefill
+    side pays one decode step's launch (a graph replay, or the layers' eager launches), not k;
+    the decode side pays nothing more; with no decode there is nothing to wait for."""
+    lm = make_lm(calibration=HOST)
+    step = 20e-6 if decode_host == "lookahead" else lm.model.num_layers * 80e-6
+    dec, pre = Batch.decode(1, 100), Batch.prefill(16)  # no contention: the sides as alone
+    d, p = lm.predict_concurrent(dec, pre, 20, 20, decode_host)
+    assert d == lm.predict(dec, 20, host=decode_host)
+    assert p.host_s == pytest.approx(lm.host_seconds(False, "spatial", 1) + step)
+    assert p.total_s == pytest.approx(lm.predict(pre, 20, host="spatial").total_s + step)
+    _, alone = lm.predict_concurrent([], PRE, 40, 92, decode_host)
+    assert alone == lm.predict(PRE, 92, host="spatial")
+    tab = lm.predict_concurrent_table(DEC, PRE, (40,), (92,), decode_host)
+    assert tab.prefill_alone_s[0] == lm.predict(PRE, 92, "spatial", after=decode_host).total_s
 
 
 def test_unknown_host_kind(make_lm):

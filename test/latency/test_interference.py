@@ -54,7 +54,8 @@ def test_table_equals_predict_concurrent(ctx, pre, model, hw, inter, calibrated,
         assert (tab.decode_s[i], tab.prefill_s[i]) == (d.total_s, p.total_s)
         # each side alone is what predict gives, whatever the interference
         assert tab.decode_alone_s[i] == lm.predict(dec, a, host="lookahead").total_s
-        assert tab.prefill_alone_s[i] == lm.predict(pb, b, host="spatial").total_s
+        after = "lookahead" if dec.tokens else None  # the prefill launched after step 0
+        assert tab.prefill_alone_s[i] == lm.predict(pb, b, host="spatial", after=after).total_s
 
 
 @SETTINGS
@@ -69,7 +70,8 @@ def test_none_and_zero_coefficients_reproduce_the_cap_alone(ctx, pre, model, hw,
     sd, sp = _menu(data, bare.hardware.num_sms)
     assert bare.interference is None
     for a, b in zip(sd, sp, strict=True):
-        d, p = bare.predict(dec, a, host="lookahead"), bare.predict(pb, b, host="spatial")
+        d = bare.predict(dec, a, host="lookahead")
+        p = bare.predict(pb, b, host="spatial", after="lookahead" if dec.tokens else None)
         want = combine(bare.bandwidth_cap, d, p)
         assert bare.predict_concurrent(dec, pb, a, b) == want
         assert tuple(x.total_s for x in zero.predict_concurrent(dec, pb, a, b)) == tuple(
@@ -88,7 +90,8 @@ def test_published_only_slows_and_stays_under_its_ceilings(n, ctx, q, c, sd, hw)
     sd = min(sd - sd % 2, lm.hardware.num_sms - 2)
     sp = lm.hardware.num_sms - sd
     dec, pre = Batch.decode(n, ctx), Batch([q], [c])
-    d0, p0 = lm.predict(dec, sd, host="lookahead"), lm.predict(pre, sp, host="spatial")
+    d0 = lm.predict(dec, sd, host="lookahead")
+    p0 = lm.predict(pre, sp, host="spatial", after="lookahead")  # launched after decode step 0
     d1, p1 = lm.predict_concurrent(dec, pre, sd, sp)
     d2, p2 = bare.predict_concurrent(dec, pre, sd, sp)
     inter = PUBLISHED[hw]

@@ -20,8 +20,9 @@ class FakeBackend(PartitionBackend):
 
     name = "fake"
 
-    def __init__(self, total=132, gran=None, short_at=None, round_to=None):
+    def __init__(self, total=132, gran=None, short_at=None, round_to=None, refuse=()):
         self.total, self.short_at, self.round_to = total, short_at, round_to
+        self.refuse = refuse  # decode sizes create_pair refuses (PartitionError)
         self.gran = gran or Granularity(8, 8, "probe")
         self.open: set[int] = set()
         self.created = 0
@@ -36,6 +37,8 @@ class FakeBackend(PartitionBackend):
         return self.gran
 
     def create_pair(self, device, decode_sms, min_prefill_sms):
+        if self.refuse == "all" or decode_sms in self.refuse:
+            raise PartitionError(f"fake: no {decode_sms}-SM split")
         got = decode_sms - 2 if decode_sms == self.short_at else decode_sms
         if self.round_to:
             got = -(-decode_sms // self.round_to) * self.round_to
@@ -102,11 +105,38 @@ class TestBuild:
         menu.close()
         assert not fake.open
 
-    def test_short_grant_raises_and_releases(self):
+    def test_a_short_grant_drops_that_size_only(self, caplog):
         fake = FakeBackend(short_at=48)
-        with pytest.raises(PartitionError, match="granted decode=46"):
+        menu = PartitionMenu.build(fake, 0, 16, 16)
+        assert menu.decode_sizes == tuple(s for s in range(16, 113, 8) if s != 48)
+        assert len(fake.open) == len(menu)  # the short split's streams were released
+        assert "48-SM decode split is dropped" in caplog.text and "granted decode=46" in caplog.text
+
+    def test_a_refused_size_drops_that_size_only(self, caplog):
+        fake = FakeBackend(refuse=(112,))
+        menu = PartitionMenu.build(fake, 0, 16, 16)
+        assert menu.decode_sizes == tuple(range(16, 105, 8))
+        assert "112-SM decode split is dropped" in caplog.text and "fake: no 112" in caplog.text
+        menu.close()
+        assert not fake.open
+
+    def test_every_size_refused_raises_and_releases(self):
+        fake = FakeBackend(refuse="all")
+        with pytest.raises(PartitionError, match="refused every decode split"):
             PartitionMenu.build(fake, 0, 16, 16)
-        assert fake.created == 5 and not fake.open
+        assert not fake.open
+
+    def test_an_unexpected_error_releases_what_was_made(self):
+        class Broken(FakeBackend):
+            def create_pair(self, device, decode_sms, min_prefill_sms):
+                if decode_sms == 48:
+                    raise OSError("driver gone")
+                return super().create_pair(device, decode_sms, min_prefill_sms)
+
+        fake = Broken()
+        with pytest.raises(OSError):
+            PartitionMenu.build(fake, 0, 16, 16)
+        assert fake.created == 4 and not fake.open
 
     def test_rounded_up_duplicates_are_dropped(self):
         fake = FakeBackend(gran=Granularity(4, 4), round_to=8)
@@ -122,12 +152,23 @@ class TestBuild:
 def test_build_partition_menu_falls_back_to_none(monkeypatch, caplog):
     from sglang_duet.partition import registry
 
-    fake = FakeBackend(short_at=16)
+    fake = FakeBackend(refuse="all")
     monkeypatch.setattr(registry, "select_backend", lambda name, device: (fake, "fake chosen"))
     menu, reason = build_partition_menu("auto")
     assert menu.backend == "none" and len(menu) == 0
     assert "fake failed at start-up" in reason and "falling back to none" in reason
     assert not fake.open
+
+
+def test_build_partition_menu_keeps_the_sizes_granted(monkeypatch):
+    """One refused split no longer closes the backend: the others are the menu."""
+    from sglang_duet.partition import registry
+
+    fake = FakeBackend(short_at=16)
+    monkeypatch.setattr(registry, "select_backend", lambda name, device: (fake, "fake chosen"))
+    menu, reason = build_partition_menu("auto")
+    assert menu.backend == "fake" and reason == "fake chosen"
+    assert menu.decode_sizes == tuple(range(24, 113, 8)) and len(fake.open) == len(menu)
 
 
 class TestRestrict:

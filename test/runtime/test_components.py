@@ -50,6 +50,7 @@ def gpu_menu(monkeypatch, request):
         return menu, "fake green contexts"
 
     monkeypatch.setattr(partition, "build_partition_menu", build)
+    monkeypatch.setattr(partition, "cross_context_events", lambda menu: "")  # the GPU's answer
     return backend
 
 
@@ -125,3 +126,61 @@ def test_model_spec_from_sglangs_loaded_config_not_a_path():
     cfg._name_or_path = "Qwen/Qwen3-8B"  # a hub id, no such directory here
     spec = model_spec(cfg, tp_size=2)
     assert (spec.hidden, spec.num_layers, spec.num_kv_heads, spec.tp) == (256, 3, 2, 2)
+
+
+# --- start-up fallbacks: refused events, ranks that built different splits --------------------
+def test_refused_events_fall_back_to_none_at_start_up(gpu_menu, monkeypatch, caplog):
+    """SGLang's own decode replay records primary-context events on the partition stream, so
+    a driver that refuses them leaves no usable split: backend none, streams released."""
+    monkeypatch.setattr(partition, "cross_context_events", lambda menu: "invalid handle")
+    menus = build_menu(DuetArgs(decode_graph_sizes=4), CPU_PROFILE, "cuda", 0, cuda_graphs=True)
+    assert (menus.partitions, menus.backend, menus.graph_sizes) == (None, "none", ())
+    assert len(menus.sm_menu) > 1 and gpu_menu.open == set()
+    assert "refuse a primary-context event (invalid handle)" in caplog.text
+    parts = build_components(DuetArgs(decode_graph_sizes=4, hardware="h100-sxm"), hf_config=TINY,
+                             tp_size=1,
+                             device="cuda", gpu_id=0, token_budget=8192, cuda_graphs=True)
+    assert parts.backend_name == "none" and parts.policy.decode_host == "lookahead_eager"
+
+
+def _ranks(*others):
+    """An `agree` whose rank 0 is this one and ranks 1.. answer `others`; records calls."""
+    calls = []
+
+    def agree(value):
+        calls.append(value)
+        return [value, *others]
+
+    return agree, calls
+
+
+def test_tp_ranks_keep_the_splits_every_rank_built(gpu_menu, caplog):
+    agree, calls = _ranks(("green-ctx", (16, 48, 112)))
+    menus = build_menu(DuetArgs(decode_graph_sizes=4), CPU_PROFILE, "cuda", 0, True, agree)
+    assert calls == [("green-ctx", (16, 48, 80, 112))]
+    assert menus.graph_sizes == menus.partitions.decode_sizes == (16, 48, 112)
+    assert menus.sm_menu.decode_sizes == (16, 48, 112) and gpu_menu.open == {16, 48, 112}
+    assert "every rank keeps [16, 48, 112]" in caplog.text
+
+
+@pytest.mark.parametrize("other", [("none", ()), ("green-ctx", ()), ("libsmctrl", ALL)])
+def test_a_fallback_on_one_rank_is_a_fallback_on_every_rank(gpu_menu, other):
+    agree, _ = _ranks(other)
+    menus = build_menu(DuetArgs(), CPU_PROFILE, "cuda", 0, True, agree)
+    assert (menus.partitions, menus.backend) == (None, "none") and gpu_menu.open == set()
+
+
+def test_refused_events_on_this_rank_tell_the_others(gpu_menu, monkeypatch):
+    """The collective runs on every rank whatever it found: this rank offers no split."""
+    monkeypatch.setattr(partition, "cross_context_events", lambda menu: "invalid handle")
+    agree, calls = _ranks(("green-ctx", ALL))
+    assert build_menu(DuetArgs(), CPU_PROFILE, "cuda", 0, True, agree).backend == "none"
+    assert calls == [("green-ctx", ())]
+
+
+def test_ranks_that_agree_change_nothing(gpu_menu):
+    agree, _ = _ranks(("green-ctx", (16, 48, 80, 112)))
+    alone = build_menu(DuetArgs(decode_graph_sizes=4), CPU_PROFILE, "cuda", 0, True)
+    gpu_menu.open.clear()
+    both = build_menu(DuetArgs(decode_graph_sizes=4), CPU_PROFILE, "cuda", 0, True, agree)
+    assert both.graph_sizes == alone.graph_sizes and both.sm_menu == alone.sm_menu

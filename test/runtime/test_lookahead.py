@@ -12,6 +12,8 @@ from sglang_duet.runtime.lookahead import (
     REASONS,
     Lookahead,
     launch,
+    launch_first,
+    launch_rest,
     max_safe_lookahead,
     process,
 )
@@ -193,3 +195,29 @@ def test_without_marks_the_same_results():
     assert [e for e in with_marks[1] if e[0] != "wait"] == [
         e for e in without[1] if e[0] != "wait"]
     assert {e[1] for e in without[1] if e[0] == "wait"} == {None}
+
+
+def test_step_zero_then_the_rest_is_the_same_launch_as_all_at_once():
+    """A spatial iteration launches step 0, its prefill, then steps 1..k-1: the look-ahead
+    launched in two parts has the same results, slots and marks as one `launch`."""
+    def two_parts(between):
+        log: list = []
+        s, names = _LaunchSched(log), iter(range(100))
+        b = _LaunchBatch([_LaunchReq(i, None) for i in range(2)])
+        mark = lambda: f"mark{next(names)}"  # noqa: E731
+        la = launch_first(s, b, mark)
+        between(la)
+        launch_rest(s, la, 4, mark)
+        return la
+
+    seen = []
+    split = two_parts(lambda la: seen.append((list(la.results), list(la.marks), len(la.slots))))
+    assert seen == [([0], ["mark0"], 0)]  # only step 0 is out when the prefill launches
+    log: list = []
+    names = iter(range(100))
+    whole = launch(_LaunchSched(log), _LaunchBatch([_LaunchReq(i, None) for i in range(2)]), 4,
+                   lambda: f"mark{next(names)}")
+    assert (split.results, split.marks, split.base_committed) == (
+        whole.results, whole.marks, whole.base_committed) == (
+        [0, 1, 2, 3], ["mark0", "mark1", "mark2", "mark3"], [10, 11])
+    assert [t.tolist() for t in split.slots] == [t.tolist() for t in whole.slots]

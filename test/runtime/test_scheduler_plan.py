@@ -111,6 +111,7 @@ def test_tp_ranks_run_rank0s_decision(monkeypatch):
 
 class FakePhases:
     partitions = None
+    model_runner = None
 
     def __init__(self, log, marks=False):
         self.log, self.marks = log, marks
@@ -137,8 +138,9 @@ class FakePhases:
 
 @pytest.mark.parametrize("marks", [False, True])
 def test_spatial_step_runs_exactly_the_decided_steps(monkeypatch, marks):
-    """Decode launched first, then the prefill; decode results per step when the phases mark
-    steps (no join before them), else after one join of the decode stream."""
+    """Decode step 0 launched first, then the prefill, then decode steps 1..k-1 (the prefill
+    waits for one decode step's host work, not k); decode results per step when the phases
+    mark steps (no join before them), else after one join of the decode stream."""
     log = []
     decode = NS(is_empty=lambda: False, reqs=[req("a")])
     s = NS(
@@ -148,22 +150,27 @@ def test_spatial_step_runs_exactly_the_decided_steps(monkeypatch, marks):
         process_batch_result=lambda b, r: log.append(("processed", b)),
     )
 
-    def launch(sc, b, k, mark):
-        log.append(("launch", k, mark() if mark else None))
+    def launch_first(sc, b, mark):
+        log.append(("launch step 0", mark() if mark else None))
         return "la"
+
+    def launch_rest(sc, la, k, mark):
+        log.append(("launch steps 1..", k, la, mark() if mark else None))
 
     def process(sc, la, wait):
         wait("step0")
         log.append(("process", la))
         return 2
 
-    monkeypatch.setattr(lookahead, "launch", launch)
+    monkeypatch.setattr(lookahead, "launch_first", launch_first)
+    monkeypatch.setattr(lookahead, "launch_rest", launch_rest)
     monkeypatch.setattr(lookahead, "process", process)
     decision = Decision(spatial(4), lookahead.Lookahead(3, "kv_pool"))
     run = DuetScheduler._step_spatial(s, "prefill-batch", decision)
     assert isinstance(run, SpatialRun) and (run.steps, run.discarded) == (3, 2)
-    first = [("decode", 32), ("launch", 3, "mark" if marks else None), ("prefill", 32),
-             ("run", "prefill-batch")]
+    m = "mark" if marks else None
+    first = [("decode", 32), ("launch step 0", m), ("prefill", 32), ("run", "prefill-batch"),
+             ("decode", 32), ("launch steps 1..", 3, "la", m)]
     joined = [] if marks else [("join", 0)]
     assert log[:len(first) + len(joined) + 2] == first + joined + [("wait", "step0"),
                                                                    ("process", "la")]

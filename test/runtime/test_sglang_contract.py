@@ -114,6 +114,21 @@ class TestReplaced:
                    "use_torch_symm_mem_allreduce"):
             assert kw in params(ps.init_model_parallel_group), kw
 
+    def test_prefill_group_rebinds(self):
+        """What `patches.prefill_tp_group` rebinds besides `set_pdmux_status`: the module
+        globals that alias `_TP`, the sampler's cached token-sync group and the logits
+        processor's multimem gatherer (both set in their constructors)."""
+        import sglang.srt.distributed.parallel_state as ps
+        import sglang.srt.layers.logits_processor as lp
+        import sglang.srt.layers.sampler as sampler
+
+        from sglang_duet.runtime.patches import TP_ALIASES
+
+        assert all(hasattr(ps, name) for name in TP_ALIASES)
+        assert "_ATTN_TP = _TP" in src(ps) and "return _ATTN_TP" in src(ps.get_attn_tp_group)
+        assert "self.tp_sync_group = get_tp_group().device_group" in src(sampler.Sampler)
+        assert "self._logits_gatherer(logits)" in src(lp.LogitsProcessor)
+
     def test_rope_cpu_flag(self):
         import sglang.srt.layers.rotary_embedding.base as rope_base
 

@@ -39,9 +39,10 @@ class LatencyModel:
     (`fast/`), which equals `reference.predict` (tests); `explain` runs on the reference itself.
     Host overhead: `predict` times a CPU-scheduled pass; in `predict_concurrent` the decode side
     is one step of a look-ahead run and the prefill side carries the iteration's once-costs
-    (`reference.host_fixed`). `interference`: how concurrent partitions slow each other beyond
-    the HBM cap (`interference.py`): "published", "none" (the default here: the bare roofline;
-    the simulator and the runtime pass `DEFAULT_INTERFERENCE`) or explicit coefficients.
+    (`reference.host_fixed`) and starts after decode step 0's launch (`reference.start_delay`).
+    `interference`: how concurrent partitions slow each other beyond the HBM cap
+    (`interference.py`): "published", "none" (the default here: the bare roofline; the
+    simulator and the runtime pass `DEFAULT_INTERFERENCE`) or explicit coefficients.
     """
 
     def __init__(
@@ -63,6 +64,8 @@ class LatencyModel:
         self._host = {(d, k): reference.host_fixed(model, cal, d, k)
                       for d in (False, True) for k in reference.HOST_KINDS}
         self._host_row = reference.host_per_row(cal)
+        self._start: dict[str | None, float] = {
+            k: reference.start_delay(model, cal, k) for k in (None, *reference.HOST_KINDS)}
         effs = [cal.efficiency(k) for k in ("gemm", "elementwise", "attn_prefill", "attn_decode")]
         self.bandwidth_cap = hardware.hbm_bw * max(e[1] for e in effs)  # B/s for all partitions
         self.interference = inter = resolve_interference(interference, hardware)
@@ -79,8 +82,8 @@ class LatencyModel:
         reference.check_host_kind(kind)
         return self._host[decode_only, kind] + rows * self._host_row
 
-    def _host_of(self, p: Prepared, kind: str) -> float:
-        return self._host[not p.pre.n, kind] + p.rows * self._host_row
+    def _host_of(self, p: Prepared, kind: str, after: str | None = None) -> float:
+        return self._host[not p.pre.n, kind] + self._start[after] + p.rows * self._host_row
 
     def _rates_for(self, sms: int | None) -> Rates:
         key = self.hardware.usable_sms(sms)
@@ -96,17 +99,22 @@ class LatencyModel:
             tab = self._tables[key] = SmTable([self._rates_for(s) for s in key], key)
         return tab
 
-    def _predict(self, p: Prepared, sms: int | None, kind: str) -> Breakdown:
+    def _predict(self, p: Prepared, sms: int | None, kind: str, after: str | None = None
+                 ) -> Breakdown:
         if p.tokens == 0:
             return ZERO
-        return p.predict(self._rates_for(sms), self.model.num_layers, self._host_of(p, kind))
+        return p.predict(self._rates_for(sms), self.model.num_layers,
+                         self._host_of(p, kind, after))
 
-    def predict(self, batch: BatchLike, sms: int | None = None, host: str = "scheduled"
-                ) -> Breakdown:
+    def predict(self, batch: BatchLike, sms: int | None = None, host: str = "scheduled",
+                after: str | None = None) -> Breakdown:
         """Latency of one iteration of `batch` on `sms` SMs (None: all); `host`: which host
-        overhead the pass pays (`reference.host_fixed`; default a CPU-scheduled pass)."""
+        overhead the pass pays (`reference.host_fixed`; default a CPU-scheduled pass);
+        `after`: the host kind of a decode step launched first (`reference.start_delay`)."""
         reference.check_host_kind(host)
-        return self._predict(Prepared.of(self, as_batch(batch)), sms, host)
+        if after is not None:
+            reference.check_host_kind(after)
+        return self._predict(Prepared.of(self, as_batch(batch)), sms, host, after)
 
     def predict_union(self, a: BatchLike, b: BatchLike, sms: int | None = None) -> Breakdown:
         """``predict(a.concat(b), sms)``, bit for bit, without building the concatenation."""
@@ -133,13 +141,13 @@ class LatencyModel:
         return self.predict_with_rows(a, q, c, n_sample).total_s
 
     def predict_reference(self, batch: BatchLike, sms: int | None = None,
-                          host: str = "scheduled") -> Breakdown:
+                          host: str = "scheduled", after: str | None = None) -> Breakdown:
         """`predict` computed by `reference.predict` (slow; what the fast path must equal)."""
         b = as_batch(batch)
         host_s = 0.0
         if b.tokens:
             host_s = reference.host_seconds(self.model, self.calibration, b.n_decode == b.tokens,
-                                            host, b.n_sample)
+                                            host, b.n_sample, after)
         return reference.predict(self.hardware, self.model, self.calibration, b, sms, host_s)
 
     def predict_concurrent(self, decode_batch: BatchLike, prefill_batch: BatchLike,
@@ -148,11 +156,13 @@ class LatencyModel:
         """(decode step, prefill) latencies when both run at once on disjoint SM partitions:
         each side alone on its partition, then the bandwidth cap (`contention.py`) and the
         interference (`interference.py`). ``decode_host``: the decode step's host kind (a graph
-        replay, or eager launches)."""
+        replay, or eager launches); the prefill starts after step 0's launch."""
         check_pair(self.hardware, sms_decode, sms_prefill)
         reference.check_host_kind(decode_host)
-        d = self._predict(Prepared.of(self, as_batch(decode_batch)), sms_decode, decode_host)
-        p = self._predict(Prepared.of(self, as_batch(prefill_batch)), sms_prefill, "spatial")
+        pd = Prepared.of(self, as_batch(decode_batch))
+        d = self._predict(pd, sms_decode, decode_host)
+        p = self._predict(Prepared.of(self, as_batch(prefill_batch)), sms_prefill, "spatial",
+                          decode_host if pd.tokens else None)
         c_d, c_p = combine(self.bandwidth_cap, d, p)
         if self.interference is None or d.total_s <= 0.0 or p.total_s <= 0.0:
             return c_d, c_p
@@ -175,13 +185,15 @@ class LatencyModel:
         # a non-empty batch takes > 0 s at every SM count (it reads the weights)
         t_d = (tab_d.totals(pd, L, self._host_of(pd, decode_host)) if pd.tokens
                else np.zeros(len(tab_d.sms)))
-        t_p = (tab_p.totals(pp, L, self._host_of(pp, "spatial")) if pp.tokens
+        after = decode_host if pd.tokens else None  # the prefill waits for step 0's launch
+        t_p = (tab_p.totals(pp, L, self._host_of(pp, "spatial", after)) if pp.tokens
                else np.zeros(len(tab_p.sms)))
         both = bool(pd.tokens and pp.tokens)
         c_d, c_p = combine_totals(self.bandwidth_cap, t_d, pd.nbytes, t_p, pp.nbytes,
                                   positive=both)
         if self.interference is not None and both:  # the Breakdowns' host_s, comm_s + host_s
-            h_d, i_p = self._host_of(pd, decode_host), L * pp.comm + self._host_of(pp, "spatial")
+            h_d = self._host_of(pd, decode_host)
+            i_p = L * pp.comm + self._host_of(pp, "spatial", after)
             e_d, e_p = slowdown(self._k_dec * pp.flops, self.interference.decode_max,
                                 self._k_pre * pd.nbytes, t_d, t_p, h_d, i_p)
             c_d, c_p = c_d + e_d, c_p + e_p
@@ -204,7 +216,7 @@ class LatencyModel:
                                                 sms_prefill, decode_host)
             return tab.decode_s.tolist(), tab.prefill_s.tolist()
         L, cap, inter = self.model.num_layers, self.bandwidth_cap, self.interference
-        h_d, h_p = self._host_of(pd, decode_host), self._host_of(pp, "spatial")
+        h_d, h_p = self._host_of(pd, decode_host), self._host_of(pp, "spatial", decode_host)
         b_d, b_p = pd.nbytes, pp.nbytes
         if inter is not None:  # as in predict_concurrent_table
             k_d, m, k_p, i_p = self._k_dec * pp.flops, inter.decode_max, self._k_pre * b_d, (

@@ -138,10 +138,23 @@ def _row(name: str, cls: str, count: int, flops: float, nbytes: float, seconds: 
 
 
 def host_seconds(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str = "scheduled",
-                 rows: int = 0) -> float:
+                 rows: int = 0, after: str | None = None) -> float:
     """Host seconds of one forward pass with `rows` sampling rows (see `Calibration` for the
-    figures behind each term): ``host_fixed + rows * host_per_row``."""
-    return host_fixed(m, cal, decode_only, kind) + rows * host_per_row(cal)
+    figures behind each term): ``host_fixed + start_delay(after) + rows * host_per_row``.
+    ``after``: the host kind of the decode step launched before this pass (`start_delay`)."""
+    fixed = host_fixed(m, cal, decode_only, kind) + start_delay(m, cal, after)
+    return fixed + rows * host_per_row(cal)
+
+
+def start_delay(m: ModelSpec, cal: Calibration, after: str | None) -> float:
+    """Seconds a spatial prefill waits on the host before its launch begins: the runtime
+    launches decode step 0 first, then the prefill, then steps 1..k-1
+    (`runtime.scheduler._step_spatial`), so the prefill's partition idles for one decode step's
+    launch, of host kind ``after`` (no sampling rows: those are processed after every launch).
+    0 for None (nothing launched before the pass)."""
+    if after is None:
+        return 0.0
+    return host_fixed(m, cal, True, after)
 
 
 def host_fixed(m: ModelSpec, cal: Calibration, decode_only: bool, kind: str) -> float:

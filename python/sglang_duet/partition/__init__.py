@@ -7,6 +7,7 @@ calls that need a GPU. `python -m sglang_duet.partition` reports what is usable 
 from __future__ import annotations
 
 from .base import PartitionBackend, PartitionError, RawPair
+from .events import cross_context_events
 from .partition_menu import MenuEntry, PartitionMenu, build_partition_menu
 from .registry import AUTO_ORDER, BACKEND_NAMES, BACKENDS, get_backend, probe_all, select_backend
 from .sizes import DEFAULT_MIN_SMS, GPU_SHAPES, GpuShape, Granularity, decode_sizes
@@ -25,6 +26,7 @@ __all__ = [
     "PartitionMenu",
     "RawPair",
     "build_partition_menu",
+    "cross_context_events",
     "decode_sizes",
     "get_backend",
     "probe_all",

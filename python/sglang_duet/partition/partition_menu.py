@@ -92,8 +92,10 @@ class PartitionMenu:
         `select(backend name, device SMs, granularity)` -> the sizes to create, when the caller
         applies its own menu rule (each split costs two contexts and streams, so only those
         are ever made); default: every size `decode_sizes` plans.
-        Raises PartitionError (after releasing what was made) if the backend grants a decode
-        group smaller than asked or a prefill side below `min_prefill`.
+        A size the backend refuses (PartitionError), or grants with a decode group smaller
+        than asked or a prefill side below `min_prefill`, is dropped and logged: the other
+        splits stay usable. Raises PartitionError (after releasing what was made) only when
+        every size is refused.
         """
         total = backend.num_sms(device)
         if not backend.partitions:
@@ -105,20 +107,17 @@ class PartitionMenu:
             planned = cls.plan(backend.name, total, gran, min_decode, min_prefill,
                                sizes).decode_sizes
         entries: list[MenuEntry] = []
+        refused: list[str] = []
         try:
             for want in planned:
-                raw = backend.create_pair(device, want, min_prefill)
-                entries.append(MenuEntry(raw.decode_sms, raw.prefill_sms, raw))
-                if raw.decode_sms < want or raw.prefill_sms < min_prefill:
-                    raise PartitionError(
-                        f"{backend.name} granted decode={raw.decode_sms} prefill="
-                        f"{raw.prefill_sms} SMs for a {want}-SM decode split (prefill >= "
-                        f"{min_prefill})"
-                    )
-                if raw.decode_sms != want:
-                    logger.warning(
-                        "%s rounded decode %d -> %d SMs", backend.name, want, raw.decode_sms
-                    )
+                why = _create(backend, device, want, min_prefill, entries)
+                if why:
+                    refused.append(why)
+                    logger.warning("%s: the %d-SM decode split is dropped from the menu (%s)",
+                                   backend.name, want, why)
+            if planned and not entries:
+                raise PartitionError(f"{backend.name} refused every decode split: "
+                                     + "; ".join(refused))
         except BaseException:
             for e in entries:
                 e.raw.close()  # type: ignore[union-attr]
@@ -234,6 +233,24 @@ class PartitionMenu:
             return self.describe_line()
         body = textwrap.fill(pairs, width=96, initial_indent="    ", subsequent_indent="    ")
         return f"{self.describe_line()}\n  decode/prefill SMs (* = planned, no streams):\n{body}"
+
+
+def _create(backend: PartitionBackend, device: int, want: int, min_prefill: int,
+            entries: list[MenuEntry]) -> str:
+    """Creates the `want`-SM decode split into `entries`; "" when done, else why it was not
+    (its streams, if any, released)."""
+    try:
+        raw = backend.create_pair(device, want, min_prefill)
+    except PartitionError as exc:
+        return str(exc)
+    if raw.decode_sms < want or raw.prefill_sms < min_prefill:
+        raw.close()
+        return (f"{backend.name} granted decode={raw.decode_sms} prefill={raw.prefill_sms} SMs "
+                f"for a {want}-SM decode split (prefill >= {min_prefill})")
+    entries.append(MenuEntry(raw.decode_sms, raw.prefill_sms, raw))
+    if raw.decode_sms != want:
+        logger.warning("%s rounded decode %d -> %d SMs", backend.name, want, raw.decode_sms)
+    return ""
 
 
 def build_partition_menu(

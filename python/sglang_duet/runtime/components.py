@@ -4,6 +4,7 @@ menu and the DuetPolicy. No SGLang import; torch only to name the device."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -70,12 +71,18 @@ class DuetComponents:
     graph_sizes: tuple[int, ...] = ()  # decode sizes that get their own decode CUDA graphs
 
 
+# This rank's value -> every TP rank's, in rank order (`tp_groups.gather`); None with TP = 1.
+Agree = Callable[[Any], list[Any]]
+
+
 def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int,
-               cuda_graphs: bool = False) -> Menus:
+               cuda_graphs: bool = False, agree: Agree | None = None) -> Menus:
     """The menus, built once at start-up.
 
-    A backend that is unavailable or grants fewer SMs than asked falls back to `none` (the
-    partition package logs why). With `none`, spatial plans run decode then prefill on the same
+    A backend that is unavailable or refuses every split falls back to `none` (the partition
+    package logs why; a split it refuses alone is dropped), as does one whose streams refuse
+    primary-context events (`usable_menu`). With TP > 1 every rank keeps the same splits
+    (`agree`). With `none`, spatial plans run decode then prefill on the same
     device, one after the other; the menu still describes the device so the policy can plan.
     Which sizes are created is `partition.plan.menu_for`, the rule the simulator plans with too
     (`partition.plan.plan_menu`): with decode graphs per partition, only
@@ -99,13 +106,44 @@ def build_menu(args: DuetArgs, hardware: HardwareSpec, device: str, gpu_id: int,
                                             args.partition_min_sms, args.partition_min_sms,
                                             select=keep)
         logger.info("duet: partition backend %s (%s)", menu.backend, reason)
-        if menu.decode_sizes:
-            graphs = menu.decode_sizes if plans and plans[-1].decode_graphs else ()
-            return Menus(menu.sm_menu, menu, menu.backend, graphs)
+        usable = usable_menu(menu, agree)
+        if usable is not None:
+            graphs = usable.decode_sizes if plans and plans[-1].decode_graphs else ()
+            return Menus(usable.sm_menu, usable, usable.backend, graphs)
     elif args.partition_backend not in ("auto", "none"):
         logger.warning("duet: --duet-partition-backend %s needs a GPU; using none",
                        args.partition_backend)
     return Menus(every_tpc(hardware.num_sms, hardware.sms_per_tpc), None, "none", ())
+
+
+def usable_menu(menu: Any, agree: Agree | None = None) -> Any:
+    """`menu` restricted to the splits every TP rank built, or None (its streams released:
+    the server runs with backend `none`) when none is left or its streams refuse the primary
+    context's events, which SGLang's decode replay records on them (`partition.events`).
+    `agree`: called once on every rank (a collective), whatever this rank found."""
+    from sglang_duet.partition import cross_context_events
+
+    sizes = menu.decode_sizes
+    refused = cross_context_events(menu) if sizes else ""
+    if refused:
+        logger.warning("duet: partition backend %s is unusable: its streams refuse a "
+                       "primary-context event (%s), which SGLang's decode replay records on "
+                       "them; falling back to partition backend none", menu.backend, refused)
+        sizes = ()
+    if agree is not None:
+        per_rank = agree((menu.backend, sizes))
+        common = set(sizes).intersection(*(set(s) for b, s in per_rank if b == menu.backend))
+        if any(b != menu.backend for b, _ in per_rank):
+            common = set()
+        if common != set(sizes):
+            listing = "; ".join(f"rank {i}: {b} {list(s)}" for i, (b, s) in enumerate(per_rank))
+            logger.warning("duet: TP ranks built different splits (%s); every rank keeps %s",
+                           listing, sorted(common) or "none (backend none)")
+        sizes = tuple(sorted(common))
+    if not sizes:
+        menu.close()
+        return None
+    return menu if sizes == menu.decode_sizes else menu.restrict(sizes)
 
 
 def model_spec(hf_config: Any, tp_size: int) -> ModelSpec:
@@ -116,13 +154,15 @@ def model_spec(hf_config: Any, tp_size: int) -> ModelSpec:
 
 
 def build_components(args: DuetArgs, *, hf_config: Any, tp_size: int, device: str, gpu_id: int,
-                     token_budget: int, cuda_graphs: bool = False) -> DuetComponents:
-    """`hf_config`: SGLang's loaded `model_config.hf_config` (or its dict)."""
+                     token_budget: int, cuda_graphs: bool = False,
+                     agree: Agree | None = None) -> DuetComponents:
+    """`hf_config`: SGLang's loaded `model_config.hf_config` (or its dict); `agree`: as in
+    `build_menu` (TP > 1)."""
     hardware = detect_hardware(args.hardware, device, gpu_id)
     model = model_spec(hf_config, tp_size)
     calibration = Calibration.load(args.calibration) if args.calibration else None
     latency = LatencyModel(hardware, model, calibration, DEFAULT_INTERFERENCE)
-    menus = build_menu(args, hardware, device, gpu_id, cuda_graphs)
+    menus = build_menu(args, hardware, device, gpu_id, cuda_graphs, agree)
     policy = DuetPolicy(
         mode=args.mode,
         tbt_slo_s=args.tbt_target_s,  # the SLO less the front end's headroom

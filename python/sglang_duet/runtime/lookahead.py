@@ -1,4 +1,6 @@
-"""Look-ahead decode: k decode steps launched back to back, their results processed afterwards.
+"""Look-ahead decode: k decode steps launched one after the other (a spatial iteration launches
+its prefill after step 0: `launch_first`, then `launch_rest`), their results processed
+afterwards.
 
 Each step's input is the previous step's sampled token, relayed on the device by SGLang's
 FutureMap (keyed by request-pool index), so no CPU sync is needed between launches. A KV slot is
@@ -131,15 +133,30 @@ def launch(sched: Any, batch: Any, k: int, mark: Callable[[], Any] | None = None
     """Launch k decode steps of `batch` (already prepared for step 0 by update_running_batch).
     ``mark()``: called after each step's launch, on the decode stream; what it returns (an
     event, or None) is what `process` waits for before that step."""
+    la = launch_first(sched, batch, mark)
+    launch_rest(sched, la, k, mark)
+    return la
+
+
+def launch_first(sched: Any, batch: Any, mark: Callable[[], Any] | None = None
+                 ) -> LookaheadLaunch:
+    """Launch step 0 only. A spatial iteration launches its prefill next and then the other
+    steps (`launch_rest`): each step is a whole host-side ``run_batch`` (inputs, graph replay,
+    sampling), so the prefill's partition would otherwise idle for k steps' host time."""
     base = [r.kv_committed_len for r in batch.reqs]
-    results, slots, marks = [sched.run_batch(batch)], [], []
-    marks.append(mark() if mark is not None else None)
-    for _ in range(1, k):
+    results = [sched.run_batch(batch)]
+    return LookaheadLaunch(batch, results, base, [], [mark() if mark is not None else None])
+
+
+def launch_rest(sched: Any, la: LookaheadLaunch, k: int,
+                mark: Callable[[], Any] | None = None) -> None:
+    """Launch steps 1..k-1 after `launch_first`'s step 0 (appended to `la`)."""
+    batch = la.batch
+    for _ in range(len(la.results), k):
         batch.prepare_for_decode()  # reserves one more slot per request; input from FutureMap
-        slots.append(batch.out_cache_loc)
-        results.append(sched.run_batch(batch))
-        marks.append(mark() if mark is not None else None)
-    return LookaheadLaunch(batch, results, base, slots, marks)
+        la.slots.append(batch.out_cache_loc)
+        la.results.append(sched.run_batch(batch))
+        la.marks.append(mark() if mark is not None else None)
 
 
 def process(sched: Any, la: LookaheadLaunch, wait: Callable[[Any], None] | None = None) -> int:

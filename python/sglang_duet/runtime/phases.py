@@ -14,9 +14,11 @@ time on two streams, so they must share no state that a forward writes:
 * streams: partition streams are non-blocking, so each phase's stream first waits for the
   scheduler's stream (where the batches were prepared), and the scheduler's stream waits for a
   phase's stream before that phase's results are read (`join`). The join records an event of
-  the primary context on a green context's stream; where the driver refuses that (the
-  `cuEventRecord` docs ask for one context), the join falls back to a host sync of the phase's
-  stream, found once at start-up (`probe_join`) and logged.
+  the primary context on a green context's stream, which the `cuEventRecord` docs ask to be of
+  one context. Start-up asks the driver first (`partition.events`): a refusal there makes the
+  server run with backend `none` (`components.usable_menu`), since SGLang's own decode replay
+  records such events too. Should a join still be refused, it falls back to a host sync of the
+  phase's stream (`probe_join` asks once more after capture), logged.
 
 The same swaps run on the CPU, one phase after the other on one device, so the CPU tests check
 that outputs are unchanged when the phases run with their own state.
@@ -122,10 +124,10 @@ class PhaseRunners:
         stream.synchronize()
 
     def marker(self, sms_decode: int) -> Callable[[], Any] | None:
-        """What `lookahead.launch` calls after each decode step, on the decode stream: it
-        records an event there, which `wait` makes the current stream wait for, so step j's
-        results are read (and streamed) once step j is done. None (join the whole stream first):
-        no partitions, or events refused across contexts (`host_join`)."""
+        """What `lookahead.launch_first` and `launch_rest` call after each decode step, on the
+        decode stream: it records an event there, which `wait` makes the current stream wait
+        for, so step j's results are read (and streamed) once step j is done. None (join the
+        whole stream first): no partitions, or events refused across contexts (`host_join`)."""
         if self._stream(sms_decode, 0) is None or self.host_join:
             return None
         import torch

@@ -6,11 +6,13 @@ machinery runs it:
 
 * ``aggregated``  -> SGLang's mixed chunked-prefill batch, with the adder's budget set to the
   plan's tokens so that it forms exactly the plan's chunks;
-* ``spatial``     -> a prefill-only batch (same budget rule) plus the running decode batch: the
-  decode side is launched first, k look-ahead steps back to back, then the prefill, each on its
-  partition stream with state of its own (`phases`: attention backends, decode graphs captured
-  on the partition); both results are processed after both are launched. With no partition
-  backend (CPU) the two run one after the other on the same device;
+* ``spatial``     -> a prefill-only batch (same budget rule) plus the running decode batch:
+  decode step 0 is launched first, then the prefill, then look-ahead steps 1..k-1, each phase on
+  its partition stream with state of its own (`phases`: attention backends, decode graphs
+  captured on the partition); results are processed after all are launched. Each decode step
+  is a whole host-side `run_batch`, so the prefill waits for one step's host time, not k
+  (`latency.reference.host_seconds`, ``after``). With no partition backend (CPU) the phases run
+  one after the other on the same device;
 * ``decode_only`` -> SGLang's decode step; prefill waits.
 
 The plan's path is explicit: `_decide` returns a `Decision` (the plan and its look-ahead, the
@@ -92,6 +94,7 @@ class DuetScheduler(Scheduler):
             gpu_id=gpu_id,
             token_budget=budget,
             cuda_graphs=runner.decode_cuda_graph_runner is not None,
+            agree=self._agree if self.ps.tp_size > 1 else None,  # every rank the same splits
         )
         if self.ps.tp_size > 1:  # before any capture: a lone fallback must not hang a barrier
             per_rank = tp_groups.gather((parts.backend_name, parts.graph_sizes), self.tp_cpu_group)
@@ -116,6 +119,10 @@ class DuetScheduler(Scheduler):
             self.duet_args.mode, self.duet_args.tbt_slo_ms, budget, parts.hardware.name,
             parts.backend_name, list(parts.policy.menu.decode_sizes),
         )
+
+    def _agree(self, value):
+        """`value` of every TP rank, in rank order (over SGLang's CPU TP group)."""
+        return tp_groups.gather(value, self.tp_cpu_group)
 
     # ---- planning -------------------------------------------------------------------------
 
@@ -193,7 +200,8 @@ class DuetScheduler(Scheduler):
     # ---- execution ------------------------------------------------------------------------
 
     def _step_spatial(self, prefill: ScheduleBatch, decision: Decision) -> SpatialRun:
-        """Decode (k look-ahead steps) and prefill, launched in that order, then processed."""
+        """Decode step 0, the prefill, decode steps 1..k-1, launched in that order (the two
+        streams are independent), then processed."""
         decode = self.update_running_batch(self.running_batch)
         self.running_batch = decode
         phases, s_d = self.duet_phases, decision.plan.sms_decode
@@ -204,11 +212,14 @@ class DuetScheduler(Scheduler):
         t0 = time.perf_counter()
         mark = phases.marker(s_d)
         with phases.decode(s_d):
-            launched = lookahead.launch(self, decode, k, mark)
+            launched = lookahead.launch_first(self, decode, mark)
         t1 = time.perf_counter()
-        with phases.prefill(s_d), patches.prefill_tp_group(self.duet_own_prefill_group):
+        with phases.prefill(s_d), patches.prefill_tp_group(self.duet_own_prefill_group,
+                                                           phases.model_runner):
             result_p = self.run_batch(prefill)
         t2 = time.perf_counter()
+        with phases.decode(s_d):
+            lookahead.launch_rest(self, launched, k, mark)
         # Decode results first, each step as soon as it is done (they need not wait for the
         # prefill, nor for later steps); without per-step marks, once the whole decode is.
         if mark is None:
