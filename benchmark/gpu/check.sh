@@ -20,7 +20,7 @@
 #   bash benchmark/gpu/check.sh OUT_DIR [1|2|all]        # from anywhere; default all
 # Env: PYTHON (default python3), CARRY (default <repo>/.gpu-carry), STAGE1_S, STAGE2_S,
 # DUET_GPU_CACHE (default /tmp/sglang-duet-gpu), CPU_DRY_RUN=1 (run the steps without CUDA:
-# stage 2 on the CPU with the tiny model, a rehearsal anywhere).
+# stage 2 on the CPU with the tiny model, a rehearsal anywhere), CAP_SCALE=N (caps x N).
 set -u -o pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -46,6 +46,12 @@ export PYTHONPATH="$ROOT/python:$ROOT:$KSITE:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 cd "$ROOT" || exit 1
 # CAP_<step>, BUDGET_<stage>: the plan's table (benchmark/gpu/plan.py)
 eval "$("$PY" -m benchmark.gpu.plan --shell)" || { echo "no plan: $PY -m benchmark.gpu.plan"; exit 2; }
+# CAP_SCALE=N (a CPU rehearsal, where servers start slower): every cap and budget times N
+if [[ "${CAP_SCALE:-1}" != 1 ]]; then
+  for v in $(compgen -v CAP_) $(compgen -v BUDGET_); do
+    [[ "$v" == CAP_SCALE ]] || printf -v "$v" '%s' $((${!v} * CAP_SCALE))
+  done
+fi
 STAGE1_S="${STAGE1_S:-$BUDGET_1}"
 STAGE2_S="${STAGE2_S:-$BUDGET_2}"
 OPTIONAL=" sm_scaling kernel_partition_tests equality pdmux "
