@@ -45,7 +45,8 @@ export SGLANG_DUET_RESULTS_DIR="$RAW"
 export PYTHONPATH="$ROOT/python:$ROOT:$KSITE:$SITE${PYTHONPATH:+:$PYTHONPATH}"
 cd "$ROOT" || exit 1
 # CAP_<step>, BUDGET_<stage>: the plan's table (benchmark/gpu/plan.py)
-eval "$("$PY" -m benchmark.gpu.plan --shell)" || { echo "no plan: $PY -m benchmark.gpu.plan"; exit 2; }
+eval "$("$PY" -m benchmark.gpu.plan --shell)" ||
+  { echo "no plan: $PY -m benchmark.gpu.plan"; exit 2; }
 # CAP_SCALE=N (a CPU rehearsal, where servers start slower): every cap and budget times N
 if [[ "${CAP_SCALE:-1}" != 1 ]]; then
   for v in $(compgen -v CAP_) $(compgen -v BUDGET_); do
@@ -64,8 +65,10 @@ log() { printf '%s\n' "$*" | tee -a "$LOG"; }
 
 # step STAGE_JSON NAME CMD... : runs CMD under min(CAP_<NAME>, stage time left), logs it (and
 # into $RAW/NAME.log), then folds its verdict, seconds and the files in FILES (absolute paths)
-# into STAGE_JSON. Without CUDA, or with under 10 s left, the step is recorded as skipped.
+# into STAGE_JSON. Without CUDA, with under 10 s left, or with SKIP_WHY set (the reason), the
+# step is recorded as skipped.
 FILES=()
+SKIP_WHY=""
 step() {
   local stage_json="$1" name="$2"
   shift 2
@@ -74,12 +77,12 @@ step() {
   [[ "$OPTIONAL" == *" $name "* ]] && opt=(--optional)
   left=$((STAGE_DEADLINE - $(date +%s)))
   limit=$((cap < left ? cap : left))
-  if [[ -n "$NO_CUDA" ]] || ((limit < 10)); then
-    local why="${NO_CUDA:-stage time spent (${left}s left)}"
+  if [[ -n "$NO_CUDA$SKIP_WHY" ]] || ((limit < 10)); then
+    local why="${NO_CUDA:-${SKIP_WHY:-stage time spent (${left}s left)}}"
     log "=== $name (cap ${cap}s${opt:+, optional}): skipped, $why"
     "$PY" -m benchmark.gpu.collect "$stage_json" "$name" null 0 --cap "$cap" "${opt[@]}" \
       --skip "$why" >>"$LOG" 2>&1 || log "collect failed for $name"
-    FILES=()
+    FILES=() SKIP_WHY=""
     return 3
   fi
   log "=== $name (cap ${cap}s, limit ${limit}s${opt:+, optional}): $*"
@@ -176,16 +179,20 @@ stage2() {
   step "$J" imports "$PY" -m benchmark.gpu.carry.imports sgl_kernel sgl_kernel.spatial \
     sglang.srt.managers.scheduler sglang.srt.models.qwen3 sglang_duet.runtime.scheduler
   for s in warmup serving latency_model equality pdmux; do
-    local cap_var="CAP_$s"
+    local cap_var="CAP_$s" left budget
+    left=$((STAGE_DEADLINE - $(date +%s)))
+    budget=$(( (${!cap_var} < left ? ${!cap_var} : left) - 5 ))  # its own steps end first
     FILES=("$RAW/s2_$s.json")
+    [[ -n "$DRY_RUN" && "$s" == pdmux ]] && SKIP_WHY="SGLang's pdmux needs CUDA (CPU rehearsal)"
     step "$J" "$s" "$PY" -m benchmark.gpu.serving_check "$RAW/s2_$s.json" --only "$s" \
-      --work "$WORK/stage2" --budget-s "$((${!cap_var} - 5))" $DRY_RUN
+      --work "$WORK/stage2" --budget-s "$budget" $DRY_RUN
   done
 }
 
 export -f install_kernel install_carry
 export PY CARRY KSITE SITE WORK ROOT
-log "sglang-duet GPU check $(date -u +%FT%TZ): stages $STAGES, output in $OUT_DIR${NO_CUDA:+ (dry run: $NO_CUDA)}"
+log "sglang-duet GPU check $(date -u +%FT%TZ): stages $STAGES, output in $OUT_DIR\
+${NO_CUDA:+ (dry run: $NO_CUDA)}"
 log "coverage: attention is SGLang's triton backend only (FA3's flash_ops is 1.12 GB, not \
 carriable, and the image has no FA3); TP=2 cannot run on one GPU (the CPU gloo tests carry it)"
 setup

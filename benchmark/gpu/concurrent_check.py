@@ -18,8 +18,8 @@ device, one after the other (mode "sequential-whole-device", reason recorded), a
 concurrent comparison. Steps replay as CUDA graphs captured on the stream they run on (a graph
 captured elsewhere would not keep to the partition); eager if capture fails.
 
-Writes <out>/concurrent_check.json, prints a table. About a minute on an H100 or H200. Needs a CUDA
-device: elsewhere it exits with status 2 (--dry-run fills the timings from the latency model).
+Writes <out>/concurrent_check.json, prints a table. About a minute on an H100 or H200. Needs a
+CUDA device: elsewhere it exits with status 2 (--dry-run fills the timings from the latency model).
 
     PYTHONPATH=python python -m benchmark.gpu.concurrent_check --out "${OUT:-benchmark/results/gpu}"
 
