@@ -18,8 +18,8 @@ device, one after the other (mode "sequential-whole-device", reason recorded), a
 concurrent comparison. Steps replay as CUDA graphs captured on the stream they run on (a graph
 captured elsewhere would not keep to the partition); eager if capture fails.
 
-Writes <out>/concurrent_check.json, prints a table. About a minute on an H200. Needs a CUDA
-device: elsewhere it exits with status 2 (--dry-run fills the timings from the latency model).
+Writes <out>/concurrent_check.json, prints a table. About a minute on an H100 or H200. Needs a
+CUDA device: elsewhere it exits with status 2 (--dry-run fills the timings from the latency model).
 
     PYTHONPATH=python python -m benchmark.gpu.concurrent_check --out "${OUT:-benchmark/results/gpu}"
 
@@ -61,7 +61,7 @@ DEVICE_ONLY = Calibration().without_host()  # kernels timed on their streams: no
 class CheckArgs:
     out: str = ""  # "" = ${OUT:-benchmark/results/gpu}
     model: str = "qwen3-8b"
-    hardware: str = "auto"  # latency-model hardware; auto: from the CUDA device name (h200)
+    hardware: str = "auto"  # latency-model hardware; auto: from the CUDA device name
     layers: int = 4  # decoder layers actually run (the model's LM head runs too)
     decode_requests: int = 64
     decode_context: int = 4096
@@ -77,6 +77,10 @@ class CheckArgs:
     device: int = 0
     seed: int = 0
     dry_run: bool = False  # timings from the latency model (no GPU; exercises the report)
+    # exit 1 unless both phases ran on partition streams: check.sh's question is whether GEMMs
+    # and attention run on the split's remainder group (the prefill side), so a fall back to
+    # the whole device must not pass
+    strict: bool = False
 
     @staticmethod
     def parser() -> argparse.ArgumentParser:
@@ -147,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     decode, prefill = workload_batches(args.decode_requests, args.decode_context,
                                        args.prefill_tokens, args.prefill_context)
     if args.dry_run:
-        hw_name = "h200" if args.hardware == "auto" else args.hardware
+        hw_name = "h100-sxm" if args.hardware == "auto" else args.hardware
         lm = LatencyModel(get_hardware(hw_name), model, DEVICE_ONLY)
         setup, measured = dry_run_measurements(args, lm, decode, prefill)
     else:
@@ -162,10 +166,21 @@ def main(argv: list[str] | None = None) -> int:
     write_result(out / RESULT_FILE, report)
     print(format_table(report))
     print(f"wrote {out / RESULT_FILE} in {report['wall_s']:.1f} s")
+    return verdict(report, args.strict)
+
+
+def verdict(report: dict, strict: bool) -> int:
+    """Exit status: 1 when a split's measurement raised (an error on the remainder group
+    included) or nothing was measured; with `strict`, also when no partition ran."""
     failed = [r["sms_decode"] for r in report["rows"] if r["error"]]
     if failed or not report["rows"]:
-        print(f"concurrent_check: measurement failed for S_d={failed or 'every split'}",
-              file=sys.stderr)
+        print(f"concurrent_check: FAILED for S_d={failed or 'every split'}: "
+              f"{[r['error'] for r in report['rows'] if r['error']]}", file=sys.stderr)
+        return 1
+    if strict and report.get("mode") != "partitioned":
+        why = (report.get("partition") or {}).get("fallback_reason")
+        print(f"concurrent_check: FAILED (--strict): no partition ran ({report.get('mode')}: "
+              f"{why}), so nothing ran on a split's remainder group", file=sys.stderr)
         return 1
     return 0
 

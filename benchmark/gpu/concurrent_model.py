@@ -69,7 +69,7 @@ def parse_list(text: str, kind: type = float) -> list:
     return [kind(x) for x in text.split(",") if x.strip()]
 
 
-def hardware_for(device_name: str, default: str = "h200") -> tuple[str, str]:
+def hardware_for(device_name: str, default: str = "h100-sxm") -> tuple[str, str]:
     """Latency-model hardware name for a CUDA device name, and a note when it is a guess."""
     upper = device_name.upper()
     for key, name in KNOWN_GPUS:

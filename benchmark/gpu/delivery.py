@@ -29,14 +29,20 @@ MAX_SHARE = 0.5  # per-step delivery: at most this share of what k-at-a-time wou
 
 
 def stream_generate(url: str, input_ids: list[int], max_new_tokens: int,
-                    timeout: float = 300.0) -> tuple[list[int], list[tuple[float, int]]]:
+                    timeout: float = 300.0, top_logprobs: int = 0, extra: dict | None = None
+                    ) -> tuple[list[int], list[tuple[float, int]]]:
     """Greedy ``/generate`` with ``stream: true``: the output ids and, per streamed chunk that
     brought tokens, (arrival time from `time.perf_counter`, new tokens). Chunks carry SGLang's
     cumulative ids (or, with ``--incremental-streaming-output``, the new ones). RuntimeError on
-    a streamed error or abort (SGLang sends those inside the 200 stream)."""
+    a streamed error or abort (SGLang sends those inside the 200 stream). With `top_logprobs`
+    > 0, ``extra["top_logprobs"]`` gets per output token SGLang's top-n ``[logprob, token id,
+    text]`` entries (the equality step's logit margin)."""
     body = {"input_ids": input_ids, "stream": True,
             "sampling_params": {"max_new_tokens": max_new_tokens, "temperature": 0.0,
                                 "ignore_eos": True}}
+    if top_logprobs:
+        body.update(return_logprob=True, top_logprobs_num=top_logprobs)
+    top: list = []
     req = urllib.request.Request(url + "/generate", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     ids: list[int] = []
@@ -60,9 +66,13 @@ def stream_generate(url: str, input_ids: list[int], max_new_tokens: int,
             n = int(msg["meta_info"]["completion_tokens"])
             out = msg.get("output_ids") or []
             ids = list(out) if len(out) == n else ids + list(out)
+            got = msg["meta_info"].get("output_top_logprobs") or []
+            top = list(got) if len(got) == n else top + list(got)
             if n > seen:
                 arrivals.append((now, n - seen))
                 seen = n
+    if extra is not None and top_logprobs:
+        extra["top_logprobs"] = top
     return ids, arrivals
 
 

@@ -1,18 +1,23 @@
 """Stage 2 of the GPU check: real SGLang (from the carry folder) serving a Qwen3-8B-shaped model.
 
-    python -m benchmark.gpu.serving_check OUT.json [--budget-s 300] [--cpu-dry-run]
+    python -m benchmark.gpu.serving_check OUT.json [--only STEPS] [--budget-s S] [--cpu-dry-run]
 
-Steps, each folded into OUT.json (benchmark.stamp.write_result) as soon as it ends:
+Steps, in check.sh's order (it runs one per call, `--only`, each under its cap from
+benchmark/gpu/plan.py, sharing `--work`); each is folded into OUT.json as soon as it ends:
 
-1. `equality`: `--duet-mode aggregated` and `--duet-mode spatial` servers each answer the same 32
-   concurrent greedy prompts, streamed; the output ids must be equal. `delivery` says whether a
+1. `warmup`: the run's first server, `--duet-mode spatial`. Its start fills the machine's JIT
+   (tvm-ffi + nvcc) and triton caches for every later server; it answers 32 concurrent greedy
+   prompts, streamed, with top-2 logprobs (kept for `equality`); `delivery` says whether a
    spatial iteration's tokens arrived one step at a time (`delivery.py`; judged on the GPU).
-2. `latency_model`: the spatial server's plan log (`--duet-plan-log`): predicted vs measured
-   iteration time per mode.
-3. `serving`: `benchmark.serving` on an azure-code slice at two QPS points, stock SGLang chunked
-   prefill vs sglang-duet (adaptive), plus SGLang's pdmux when it runs here; arrivals drawn here
-   (`--arrival poisson-replay`) so that the simulator's prediction of the same slice
-   (`serving_sim.py`) sits next to each measurement (`simulated`, and `sim_vs_real` ratios).
+2. `serving`: `benchmark.serving` on an azure-code slice at one QPS point, stock SGLang chunked
+   prefill vs sglang-duet (adaptive); arrivals drawn here (`--arrival poisson-replay`) so that
+   the simulator's prediction of the same slice (`serving_sim.py`) sits next to each
+   measurement (`simulated`, and `sim_vs_real` ratios).
+3. `latency_model`: the plan logs (`--duet-plan-log`): predicted vs measured iteration time.
+4. `equality` (optional): an aggregated server on the same prompts; equal outputs, or a
+   divergence only at a near-tie of the top-2 logprobs (`equality.py`: dummy weights give
+   nearly flat logits).
+5. `pdmux` (optional): SGLang's pdmux on the same slice.
 
 On the GPU the model is a Qwen3-8B config written here with the embedded tiny model's tokenizer
 and `--load-format dummy` (random weights, the same seed in every server); attention is SGLang's
@@ -30,13 +35,13 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from benchmark.gpu.delivery import delivery_summary, stream_generate
+from benchmark.gpu.equality import compare_with_margin
 from benchmark.gpu.plan_log import read_plan_log, summarize_plan_log
 from benchmark.gpu.serving_sim import attach_predictions
 from benchmark.stamp import write_result
@@ -59,31 +64,33 @@ class Plan:
     prompts: int = 32
     prompt_lens: tuple[int, int] = (128, 2048)  # tokens, drawn uniformly
     new_tokens: int = 32
-    qps: tuple[float, ...] = (2.0, 3.0)
+    # one QPS point: the stage's budget (benchmark/gpu/plan.py) holds two server starts and one
+    # bench run each
+    qps: tuple[float, ...] = (3.0,)
     bench_requests: int = 40
     scale: float = 1.0  # trace length scale
-    systems: tuple[str, ...] = ("sglang-chunked", "duet", "sglang-pdmux")
+    systems: tuple[str, ...] = ("sglang-chunked", "duet")  # the `serving` step: both must run
+    optional_systems: tuple[str, ...] = ("sglang-pdmux",)  # the `pdmux` step, with time left
     server_args: tuple[str, ...] = ("--load-format", "dummy", "--attention-backend", "triton",
                                     "--sampling-backend", "pytorch", "--cuda-graph-max-bs", "32")
     duet_args: tuple[str, ...] = ("--duet-decode-graph-sizes", "2")
     chunk: int | None = None  # --chunked-prefill-size (None: SGLang's default)
-    # the equality step's two servers started at once (both fit in a CPU's memory, not in one
-    # GPU's: each takes --mem-fraction-static of it)
-    start_together: bool = False
     # per-step token delivery is judged where the decode runs on its own CUDA stream (the GPU)
     judge_delivery: bool = True
 
 
-MIN_SYSTEM_S = 60.0  # a server start plus two short bench runs
+MIN_SYSTEM_S = 40.0  # a server start with warm caches plus one short bench run
 
-# One QPS point on the CPU (the GPU plan's two run the same per-point loop; each point costs a
-# bench_serving process, ~15 s here).
+# The CPU rehearsal: the embedded tiny model, one QPS point (a bench_serving process costs ~15 s
+# here).
 CPU_PLAN = Plan(prompts=32, prompt_lens=(8, 120), new_tokens=8, qps=(4.0,), bench_requests=8,
-                scale=0.05, systems=("sglang-chunked", "duet"),
+                scale=0.05,
                 # The CPU KV pool is sized by --max-total-tokens; SGLang still checks the static
                 # fraction against free host memory, which other jobs on a shared machine move.
                 server_args=("--mem-fraction-static", "0.3"), duet_args=(), chunk=128,
-                start_together=True, judge_delivery=False)
+                judge_delivery=False)
+
+STEPS = ("warmup", "serving", "latency_model", "equality", "pdmux")  # check.sh's order
 
 
 def qwen3_8b_dir(out: Path) -> Path:
@@ -106,74 +113,82 @@ def make_prompts(plan: Plan, vocab: int, seed: int = 0) -> list[list[int]]:
             for _ in range(plan.prompts)]
 
 
-def run_prompts(server, prompts: list[list[int]], new_tokens: int
-                ) -> tuple[list[list[int]], list[list[tuple[float, int]]]]:
-    """Every prompt at once, streamed: the greedy output ids and each one's token arrivals."""
+def run_prompts(server, prompts: list[list[int]], new_tokens: int, top: int = 2) -> dict:
+    """Every prompt at once, streamed: the greedy output ids, each one's token arrivals and,
+    per output token, the top-`top` logprobs (equality.py's margin)."""
+    def one(p):
+        extra: dict = {}
+        ids, arr = stream_generate(server.url, p, new_tokens, top_logprobs=top, extra=extra)
+        return ids, arr, extra.get("top_logprobs", [])
+
     with ThreadPoolExecutor(len(prompts)) as pool:
-        outs = list(pool.map(lambda p: stream_generate(server.url, p, new_tokens), prompts))
-    return [o[0] for o in outs], [o[1] for o in outs]
+        outs = list(pool.map(one, prompts))
+    return {"outputs": [o[0] for o in outs], "arrivals": [o[1] for o in outs],
+            "top_logprobs": [o[2] for o in outs]}
 
 
-def compare_outputs(a: list[list[int]], b: list[list[int]]) -> dict:
-    """Equal count and, per differing prompt, the first differing token position."""
-    pairs = [(p, q) for p, q in zip(a, b, strict=False) if p != q]
-    first = [next((i for i, (x, y) in enumerate(zip(p, q, strict=False)) if x != y),
-                  min(len(p), len(q))) for p, q in pairs]
-    return {"prompts": len(a), "equal": len(a) - len(first), "first_diff_positions": first,
-            "ok": not first and len(a) == len(b)}
-
-
-def step_equality(plan: Plan, model: str, work: Path) -> dict:
+def answer_prompts(plan: Plan, model: str, work: Path, mode: str) -> dict:
+    """One `--duet-mode MODE` server answers the equality prompts; its outputs, arrivals and
+    top-2 logprobs are saved in WORK/equality_MODE.json for the other mode's step."""
     from transformers import AutoConfig
 
     from sglang_duet.local_server import Server
 
     vocab = min(AutoConfig.from_pretrained(model).vocab_size, 2048)
     prompts = make_prompts(plan, vocab)
-    outs, info, arrivals = {}, {}, {}
+    args = ["--model-path", model, "--duet-mode", mode, "--duet-plan-log",
+            str(work / f"plan_{mode}.jsonl"), *plan.server_args, *plan.duet_args]
+    if plan.chunk:
+        args += ["--chunked-prefill-size", str(plan.chunk)]
+    srv = Server(args, log_path=str(work / f"server_{mode}.log"))
+    t0 = time.time()
+    try:
+        srv.start()
+        start_s = round(time.time() - t0, 1)
+        t1 = time.time()
+        got = run_prompts(srv, prompts, plan.new_tokens)
+    finally:
+        srv.stop()
+    got.update(mode=mode, start_s=start_s, generate_s=round(time.time() - t1, 2),
+               prompt_lens=[len(p) for p in prompts])
+    (work / f"equality_{mode}.json").write_text(json.dumps(got))
+    return got
 
-    def server(mode: str) -> Server:
-        log = work / f"plan_{mode}.jsonl"
-        args = ["--model-path", model, "--duet-mode", mode, "--duet-plan-log", str(log),
-                *plan.server_args, *plan.duet_args]
-        if plan.chunk:
-            args += ["--chunked-prefill-size", str(plan.chunk)]
-        return Server(args, log_path=str(work / f"server_{mode}.log"))
 
-    def started(srv: Server) -> tuple[Server, float]:
-        t0 = time.time()
-        return srv.start(), round(time.time() - t0, 1)
-
-    modes = ("aggregated", "spatial")
-    with ExitStack() as stack:
-        ahead = {}
-        if plan.start_together:  # both start at once; both stop when the step ends
-            servers = {m: server(m) for m in modes}
-            for srv in servers.values():
-                stack.callback(srv.stop)
-            pool = stack.enter_context(ThreadPoolExecutor(len(modes)))  # joined before stops
-            ahead = {m: pool.submit(started, srv) for m, srv in servers.items()}
-        for mode in modes:
-            with ExitStack() as own:
-                if mode in ahead:
-                    srv, start_s = ahead[mode].result()
-                else:
-                    srv = server(mode)
-                    own.callback(srv.stop)
-                    srv, start_s = started(srv)
-                t1 = time.time()
-                outs[mode], arrivals[mode] = run_prompts(srv, prompts, plan.new_tokens)
-                info[mode] = {"start_s": start_s, "generate_s": round(time.time() - t1, 2)}
-    result = compare_outputs(outs["aggregated"], outs["spatial"])
+def step_warmup(plan: Plan, model: str, work: Path) -> dict:
+    """The first server of the run, `--duet-mode spatial`: its start compiles SGLang's JIT
+    kernels (tvm-ffi + nvcc: RoPE has no fallback) and the triton kernels into the machine's
+    caches, which every later server reuses, and it runs the riskiest path (partition decode
+    graphs beside a prefill) first. It answers the equality prompts (kept for `equality`) and
+    its streamed arrivals give the look-ahead delivery check."""
+    got = answer_prompts(plan, model, work, "spatial")
     logged = summarize_plan_log(sorted(work.glob("plan_spatial.jsonl.tp0*")))
-    result.update(servers=info, spatial_iterations=logged["iterations_by_mode"],
-                  prompt_lens=[len(p) for p in prompts], new_tokens=plan.new_tokens)
-    result["delivery"] = {m: delivery_summary(arrivals[m], plan_rows(work, m),
-                                              plan.judge_delivery) for m in modes}
-    print(f"[stage2] delivery: {json.dumps(result['delivery'])}", flush=True)
-    if not logged["iterations_by_mode"].get("spatial"):
-        result["ok"] = False
-        result["note"] = "the spatial server ran no spatial iteration: nothing was compared"
+    delivery = delivery_summary(got["arrivals"], plan_rows(work, "spatial"), plan.judge_delivery)
+    print(f"[stage2] delivery: {json.dumps(delivery)}", flush=True)
+    spatial = logged["iterations_by_mode"].get("spatial", 0)
+    answered = all(len(o) == plan.new_tokens for o in got["outputs"])
+    out = {"start_s": got["start_s"], "generate_s": got["generate_s"],
+           "iterations_by_mode": logged["iterations_by_mode"], "delivery": delivery,
+           "answered": answered, "ok": bool(answered and spatial)}
+    if not spatial:
+        out["note"] = "the spatial server ran no spatial iteration"
+    return out
+
+
+def step_equality(plan: Plan, model: str, work: Path) -> dict:
+    """An aggregated server on the warmup's prompts; equal outputs, or divergence only at a
+    near-tie of the top-2 logprobs (equality.py)."""
+    saved = work / "equality_spatial.json"
+    if not saved.exists():
+        return {"ok": False, "error": "no spatial answers: the warmup step did not finish"}
+    spatial = json.loads(saved.read_text())
+    agg = answer_prompts(plan, model, work, "aggregated")
+    result = compare_with_margin(agg["outputs"], spatial["outputs"], agg["top_logprobs"],
+                                 spatial["top_logprobs"])
+    result.update(start_s=agg["start_s"], generate_s=agg["generate_s"],
+                  prompt_lens=spatial["prompt_lens"], new_tokens=plan.new_tokens,
+                  delivery_aggregated=delivery_summary(
+                      agg["arrivals"], plan_rows(work, "aggregated"), plan.judge_delivery))
     return result
 
 
@@ -186,7 +201,7 @@ def step_latency(work: Path) -> dict:
     return summarize_plan_log(sorted(work.glob("plan_*.jsonl.tp0*")))
 
 
-def bench_systems(plan: Plan) -> list:
+def bench_systems(plan: Plan, names: tuple[str, ...] | None = None) -> list:
     """The compared systems; duet gets the plan's duet flags (fewer captured partition sizes,
     so it starts inside the stage's budget)."""
     from dataclasses import replace
@@ -194,7 +209,7 @@ def bench_systems(plan: Plan) -> list:
     from benchmark.serving.systems import SYSTEMS
 
     return [replace(SYSTEMS[s], flags=SYSTEMS[s].flags + plan.duet_args) if s == "duet"
-            else SYSTEMS[s] for s in plan.systems]
+            else SYSTEMS[s] for s in (names or plan.systems)]
 
 
 def sim_profile(dry_run: bool, work: Path) -> tuple[str, str]:
@@ -213,14 +228,17 @@ def sim_profile(dry_run: bool, work: Path) -> tuple[str, str]:
 
 
 def step_serving(plan: Plan, model: str, work: Path, deadline: float, save,
-                 profile: tuple[str, str] = ("h200", "published-h100")) -> dict:
-    """One `benchmark.serving` comparison per system, so each system's runs are saved when it
-    ends; pdmux (optional) only starts with at least MIN_SYSTEM_S left. Each system's
-    simulated prediction is attached as soon as its runs are in."""
+                 profile: tuple[str, str] = ("h100-sxm", "published-h100"),
+                 systems: tuple[str, ...] | None = None) -> dict:
+    """One `benchmark.serving` comparison per system (default: the plan's stock SGLang and
+    sglang-duet), so each system's runs are saved when it ends; a system starts only with at
+    least MIN_SYSTEM_S left. Each system's simulated prediction of the same slice is attached
+    as soon as its runs are in. `ok`: every system asked for ran, every QPS with a summary."""
     from benchmark.serving.compare import Config, compare
 
+    systems = systems or plan.systems
     out: dict = {"ok": False, "systems": {}, "sim_vs_real": {}}
-    for system in bench_systems(plan):
+    for system in bench_systems(plan, systems):
         left = deadline - time.time()
         if left < MIN_SYSTEM_S:
             out["systems"][system.name] = {"status": "skipped", "runs": [],
@@ -252,12 +270,11 @@ def step_serving(plan: Plan, model: str, work: Path, deadline: float, save,
         except Exception as e:  # noqa: BLE001 - a failed prediction must not lose the runs
             out.setdefault("errors", []).append(f"{system.name} simulation: "
                                                 f"{type(e).__name__}: {e}")
-        # Must run: stock chunked prefill and duet, every QPS with a summary; pdmux may not.
-        out["ok"] = all(
-            out["systems"].get(s, {}).get("status") == "ran"
-            and all(r["summary"] for r in out["systems"][s]["runs"])
-            for s in ("sglang-chunked", "duet"))
         save(out)
+    out["ok"] = all(
+        out["systems"].get(s, {}).get("status") == "ran"
+        and all(r["summary"] for r in out["systems"][s]["runs"]) for s in systems)
+    save(out)
     return out
 
 
@@ -268,7 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=300.0)
     p.add_argument("--cpu-dry-run", action="store_true",
                    help="the same steps on the CPU with the embedded tiny model")
-    p.add_argument("--work", default=None, help="server logs and plan logs (default: a temp dir)")
+    p.add_argument("--work", default=None, help="server logs and plan logs (default: a temp dir;"
+                   " steps run one call at a time share it)")
+    p.add_argument("--only", default="", help=f"comma-separated steps to run, of {STEPS}")
     p.add_argument("--skip", default="", help="comma-separated steps to skip")
     a = p.parse_args(argv)
     from sglang_duet.local_server import cuda_available
@@ -276,6 +295,9 @@ def main(argv: list[str] | None = None) -> int:
     if not a.cpu_dry_run and not cuda_available():
         print("serving_check needs a CUDA device (or --cpu-dry-run)", file=sys.stderr)
         return 2
+    only = [x for x in a.only.split(",") if x] or list(STEPS)
+    if set(only) - set(STEPS):
+        p.error(f"unknown steps {sorted(set(only) - set(STEPS))}; steps are {STEPS}")
     plan = CPU_PLAN if a.cpu_dry_run else Plan()
     work = Path(a.work or tempfile.mkdtemp(prefix="duet_stage2_"))
     work.mkdir(parents=True, exist_ok=True)
@@ -288,27 +310,33 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.time() + a.budget_s
     report: dict = {"mode": "cpu-dry-run" if a.cpu_dry_run else "gpu", "plan": plan.__dict__,
                     "model": model, "work": str(work), "steps": {}}
-    steps = [("equality", lambda: step_equality(plan, model, work)),
-             ("latency_model", lambda: step_latency(work)),
-             ("serving", lambda: step_serving(plan, model, work, deadline, partial("serving"),
-                                              sim_profile(a.cpu_dry_run, work)))]
+
     def partial(name):
         def save(result: dict) -> None:
             report["steps"][name] = result
             write_result(a.out, report)
         return save
 
+    def serving(systems):
+        return step_serving(plan, model, work, deadline, partial(name),
+                            sim_profile(a.cpu_dry_run, work), systems)
+
+    run = {"warmup": lambda: step_warmup(plan, model, work),
+           "serving": lambda: serving(plan.systems),
+           "latency_model": lambda: step_latency(work),
+           "equality": lambda: step_equality(plan, model, work),
+           "pdmux": lambda: serving(plan.optional_systems)}
     ok = True
-    for name, fn in steps:
-        if name in a.skip.split(","):
+    for name in STEPS:
+        if name not in only or name in a.skip.split(","):
             continue
-        if time.time() > deadline - 20:
+        if time.time() > deadline - 10:
             report["steps"][name] = {"ok": False, "error": "time budget spent"}
             ok = False
         else:
             t0 = time.time()
             try:
-                report["steps"][name] = fn()
+                report["steps"][name] = run[name]()
             except Exception as e:  # noqa: BLE001 - record it, keep the earlier steps' results
                 report["steps"][name] = {"ok": False, "error": f"{type(e).__name__}: {e}"[-2000:]}
             report["steps"][name]["seconds"] = round(time.time() - t0, 1)

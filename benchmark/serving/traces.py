@@ -2,7 +2,8 @@
 
 Azure 2023 CSVs: `TIMESTAMP,ContextTokens,GeneratedTokens` (wall clock, 7 fractional digits).
 Mooncake JSONL: `timestamp` (ms from trace start), `input_length`, `output_length`, `hash_ids`
-(one id per 512-token prefix block). See benchmark/traces/README.md.
+(one id per 512-token prefix block). The files are stored xz-compressed and read through
+`sglang_duet.sim.traces.open_trace`. See benchmark/traces/README.md.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sglang_duet.sim.traces import open_trace
+
 TRACE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "traces")
 TRACES = {
-    "azure_code": "azure_code_2023.csv",
-    "azure_conv": "azure_conv_2023.csv",
-    "mooncake": "mooncake_conversation.jsonl",
+    "azure_code": "azure_code_2023.csv.xz",
+    "azure_conv": "azure_conv_2023.csv.xz",
+    "mooncake": "mooncake_conversation.jsonl.xz",
 }
 MOONCAKE_BLOCK = 512  # tokens per hash_ids entry
 
@@ -42,7 +45,7 @@ def _azure_time(stamp: str) -> float:
 
 
 def load_azure(path: str) -> list[TraceRequest]:
-    with open(path, newline="") as f:
+    with open_trace(path) as f:
         rows = list(csv.DictReader(f))
     t0 = _azure_time(rows[0]["TIMESTAMP"])
     return [
@@ -54,7 +57,7 @@ def load_azure(path: str) -> list[TraceRequest]:
 
 def load_mooncake(path: str) -> list[TraceRequest]:
     out = []
-    with open(path) as f:
+    with open_trace(path) as f:
         for line in f:
             if line.strip():
                 r = json.loads(line)
@@ -66,4 +69,4 @@ def load_mooncake(path: str) -> list[TraceRequest]:
 
 def load_trace(name: str) -> list[TraceRequest]:
     path = trace_path(name)
-    return load_mooncake(path) if path.endswith(".jsonl") else load_azure(path)
+    return load_mooncake(path) if ".jsonl" in os.path.basename(path) else load_azure(path)

@@ -94,7 +94,9 @@ def test_sim_speed_on_a_short_trace(tmp_path):
     from benchmark.sim import speed
 
     trace = tmp_path / "trace.csv"
-    lines = (BENCH / "traces" / "azure_conv_2023.csv").read_text().splitlines()[:21]
+    import lzma
+
+    lines = lzma.open(BENCH / "traces" / "azure_conv_2023.csv.xz", "rt").read().splitlines()[:21]
     trace.write_text("\n".join(lines) + "\n")
     out = tmp_path / "speed.json"
     assert speed.main(["--trace", str(trace), "--out", str(out)]) == 0

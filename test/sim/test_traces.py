@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import lzma
+import os
+
 import numpy as np
 import pytest
 
 from sglang_duet.sim.arrivals import build_arrivals
-from sglang_duet.sim.traces import TraceError, load_trace
+from sglang_duet.sim.traces import TRACES, TraceError, load_trace, trace_dir
+
+# benchmark/traces/README.md's git blob ids of the upstream files: the .xz files must
+# decompress to exactly those bytes.
+UPSTREAM_BLOBS = {
+    "azure-code": "62bd8109d0f2b1bc48206d397ecca48d8de03aab",
+    "azure-conv": "5b9219f2caf93bbbf95ec29894e206115658e235",
+    "mooncake": "5a371794b81d7fc7487ec8a02a2c631bcc7fbdf8",
+}
 
 
 class TestBundledTraces:
@@ -23,6 +36,13 @@ class TestBundledTraces:
         assert t.output_len.mean() == pytest.approx(mean_out, abs=0.05)
         assert t.arrival_s[0] == 0.0
         assert np.all(np.diff(t.arrival_s) >= 0)
+
+    @pytest.mark.parametrize("name", sorted(UPSTREAM_BLOBS))
+    def test_compressed_file_holds_the_upstream_bytes(self, name):
+        with lzma.open(os.path.join(trace_dir(), TRACES[name][0])) as f:
+            data = f.read()
+        blob = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git hash-object
+        assert blob == UPSTREAM_BLOBS[name]
 
     def test_mooncake_buckets_are_spread(self):
         t = load_trace("mooncake")
@@ -47,6 +67,25 @@ class TestPaths:
                      '{"timestamp": 3000, "input_length": 7, "output_length": 1, "hash_ids": []}\n')
         t = load_trace(str(p))
         assert t.arrival_s.tolist() == pytest.approx([0.0, 1.5, 3.0])
+
+    @pytest.mark.parametrize("suffix", [".xz", ".gz"])
+    def test_compressed_paths_read_like_plain_ones(self, tmp_path, suffix):
+        text = ('{"timestamp": 0, "input_length": 5, "output_length": 2, "hash_ids": [0]}\n'
+                '{"timestamp": 3000, "input_length": 7, "output_length": 1, "hash_ids": []}\n')
+        plain = tmp_path / "t.jsonl"
+        plain.write_text(text)
+        packed = tmp_path / ("t.jsonl" + suffix)
+        with (lzma.open if suffix == ".xz" else gzip.open)(packed, "wt") as f:
+            f.write(text)
+        a, b = load_trace(str(plain)), load_trace(str(packed))
+        assert b.name == "t.jsonl" and a.arrival_s.tolist() == b.arrival_s.tolist()
+        assert a.input_len.tolist() == b.input_len.tolist() == [5, 7]
+
+    def test_corrupt_compressed_file(self, tmp_path):
+        p = tmp_path / "t.csv.xz"
+        p.write_bytes(b"not xz at all")
+        with pytest.raises(TraceError):
+            load_trace(str(p))
 
     @pytest.mark.parametrize("content", ["a,b,c\n1,2,3\n", "TIMESTAMP,ContextTokens,"
                                          "GeneratedTokens\nnot-a-time,1,1\n"])

@@ -17,13 +17,16 @@ import tempfile
 from pathlib import Path
 
 from benchmark.gpu.carry.spec import (
+    CALL_BUDGET_BYTES,
     MAX_CARRY_BYTES,
     MIB,
     PYPI_PINS,
     ROOT,
+    SIZE_RECORD,
     TRIMS,
     Target,
     pin_name,
+    spec_fingerprint,
 )
 from benchmark.gpu.carry.trim import trim_wheel
 from benchmark.stamp import write_result
@@ -127,8 +130,23 @@ def build(out: Path, target: Target | None = None, log=print) -> dict:
                    f"{out.name}/wheels/*.whl",
     }
     write_result(out / "manifest.json", manifest)
+    write_size_record(manifest)
     log(f"[carry] {len(entries)} wheels, {total / MIB:.1f} MiB in {wheels}")
     return manifest
+
+
+def write_size_record(manifest: dict, path: Path = SIZE_RECORD) -> dict:
+    """The carry's size as this build made it, in a tracked file (`carry_size.json`): CI has no
+    carry, and checks the tracked tree plus these bytes against CALL_BUDGET_BYTES. Plain JSON,
+    not stamped, so rebuilding the same spec rewrites only what changed."""
+    import json
+
+    record = {"carry_bytes": manifest["total_bytes"], "carry_mib": manifest["total_mib"],
+              "wheels": len(manifest["wheels"]), "spec": spec_fingerprint(),
+              "call_budget_bytes": CALL_BUDGET_BYTES,
+              "written_by": "python -m benchmark.gpu.carry build (make gpu-carry)"}
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    return record
 
 
 def _entry(path: Path, source: str) -> dict:

@@ -89,5 +89,12 @@ if __name__ == "__main__":
     # Top-level packages loaded by the whole path: a carried wheel none of whose packages is
     # here is not needed for these imports.
     result["loaded_top_level"] = sorted({m.split(".")[0] for m in sys.modules})
+    # Extension modules the carry drops and packages it leaves out (spec.DROPPED_MODULES and
+    # UNCARRIED_MODULES, named here so this file runs as a script with nothing else on the
+    # path): none may have been loaded.
+    dropped = ("sgl_kernel.flash_ops", "sgl_kernel.flashmla_ops", "sgl_kernel.infllm_ops",
+               "sglang.srt.server._core", "sglang.srt.grpc._core", "sglang.srt.multimodal._core",
+               "llguidance")
+    result["loaded_dropped"] = sorted(m for m in dropped if m in sys.modules)
     print(json.dumps(result))
     sys.exit(0 if all(r["ok"] for r in result["modules"].values()) else 1)

@@ -2,8 +2,9 @@
 through `python -m sglang_duet.launch_server --duet-mode spatial`, a few greedy requests.
 
 Imports show a module loads; this shows the runtime's lazy imports (tokenizer, model loader,
-grammar backend, detokenizer) and the image's package versions (transformers 5.17.0, not the
-pinned 5.12.1) hold up while serving. CPU code paths only: the CUDA ones run on the GPU machine.
+detokenizer; not the grammar backend: `--grammar-backend none`, see spec.UNCARRIED_MODULES) and
+the image's package versions (transformers 5.17.0, not the pinned 5.12.1) hold up while
+serving. CPU code paths only: the CUDA ones run on the GPU machine.
 """
 
 from __future__ import annotations
@@ -39,7 +40,10 @@ def serve_smoke(py: Path, site: Path, timeout_s: float = 300.0) -> dict:
     port = _port()
     log = work / "server.log"
     cmd = [str(py), "-m", "sglang_duet.launch_server", "--model-path", str(model),
-           "--host", "127.0.0.1", "--port", str(port), "--duet-mode", "spatial"]
+           "--host", "127.0.0.1", "--port", str(port), "--duet-mode", "spatial",
+           # sglang-duet's CPU default, llguidance, is not carried (spec.UNCARRIED_MODULES): on
+           # the GPU the grammar backend is SGLang's xgrammar, which cannot run on a CPU
+           "--grammar-backend", "none"]
     t0 = time.time()
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=work,

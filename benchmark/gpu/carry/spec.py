@@ -1,8 +1,9 @@
 """What the carry folder holds: the wheel pins, the sglang-kernel trim and the size caps.
 
-The GPU machine (device kind `nvidia-h200`) runs Python 3.12 with torch 2.11.0+cu130 and triton
-3.6.0 but has no SGLang and no internet; each device call carries at most 64 MiB of files (the
-repository's tracked files included). `image_packages.txt` lists what its image already holds.
+The GPU machine (device kinds `nvidia-h100-x1`, most often lent, and `nvidia-h200`) runs Python
+3.12 with torch 2.11.0+cu130 and triton 3.6.0 but has no SGLang and no internet; each device
+call carries at most 64 MiB of files (the repository's tracked files included).
+`image_packages.txt` lists what its image already holds.
 """
 
 from __future__ import annotations
@@ -71,7 +72,6 @@ PYPI_PINS: tuple[str, ...] = (
     "sniffio==1.3.1",
     "compressed-tensors==0.20.1",
     "gguf==0.19.0",
-    "llguidance==1.9.1",
     "openai-harmony==0.0.4",
     "watchfiles==1.3.0",
     "zstandard==0.25.0",
@@ -114,13 +114,23 @@ TRIMS: dict[str, tuple[tuple[str, str], ...]] = {
         ("sgl_kernel/flash_ops.abi3.so", "FA3 (1.12 GB); the check uses the triton backend"),
         ("sgl_kernel/flashmla_ops.abi3.so", "FlashMLA, DeepSeek MLA models only"),
         ("sgl_kernel/infllm_ops.*.so", "InfLLM-V2 sparse attention, MiniCPM models only"),
-        ("sgl_kernel/sm100/*", "Blackwell (sm_100) ops; the H200 is sm_90"),
+        ("sgl_kernel/sm100/*", "Blackwell (sm_100) ops; the H100 and H200 are sm_90"),
     ),
     "sglang": (
         ("sglang/srt/server/_core.*.so",
          "the Rust HTTP server, loaded by managers/rust_server.py only with SGLANG_RUST_SERVER"),
         ("sglang/srt/grpc/_core.*.so", "the native gRPC server (--grpc-mode only)"),
         ("sglang/multimodal_gen/*", "the diffusion runtime (sglang generate), not LLM serving"),
+        ("sglang/srt/multimodal/_core.*.so",
+         "Rust image preprocessing (1.5 MiB), loaded only by multimodal/inkling/"
+         "image_processing_rust.py, which processors/inkling.py imports only with "
+         "SGLANG_INKLING_RS_MM_PREPROCESS=1 and falls back from on ImportError"),
+    ),
+    "apache-tvm-ffi": (
+        ("tvm_ffi/3rdparty/libbacktrace/*",
+         "libbacktrace's C sources and test data (0.6 MiB), compiled into libtvm_ffi.so; the JIT "
+         "includes only tvm_ffi/include and 3rdparty/dlpack (libinfo.find_include_path, "
+         "find_dlpack_include_path)"),
     ),
     "flashinfer-python": (
         ("flashinfer/data/*", "CUDA/CUTLASS sources for flashinfer's JIT; the check compiles no "
@@ -150,9 +160,42 @@ IMAGE_OVERRIDES: tuple[str, ...] = ("transformers", "tokenizers")
 # Requirements the image meets at another version than asked, accepted: name -> why.
 ACCEPTED_CONFLICTS: dict[str, str] = {}
 
+# Extension modules of carried packages that TRIMS drops: none may be loaded on the serving path
+# (imports.py reports any that are; test/benchmark/gpu/test_carry.py checks it in the CPU venv).
+DROPPED_MODULES: tuple[str, ...] = (
+    "sgl_kernel.flash_ops", "sgl_kernel.flashmla_ops", "sgl_kernel.infllm_ops",
+    "sglang.srt.server._core", "sglang.srt.grpc._core", "sglang.srt.multimodal._core",
+)
+# Packages sglang's metadata asks for that the carry leaves out although a pin existed once, and
+# why; imports.py reports them too when loaded. llguidance (2.8 MiB): SGLang imports it only in
+# constrained/llguidance_backend.py, which base_grammar_backend.py imports only for
+# --grammar-backend llguidance; on CUDA SGLang and sglang-duet use xgrammar (llguidance is
+# sglang-duet's CPU default only, sglang_duet/cpu.py), and the carry's CPU smoke serve passes
+# --grammar-backend none.
+UNCARRIED_MODULES: dict[str, str] = {
+    "llguidance": "the --grammar-backend llguidance grammar backend only (2.8 MiB)",
+}
+
 # Caps. The brief's cap for the folder, and the device tool's for one call (tree included).
 MAX_CARRY_BYTES = 60 * MIB
 MAX_CALL_BYTES = 64 * MIB
+# The project's own cap for one call: tracked tree + carry wheels, 4 MiB under the device tool's
+# limit so that results committed between two builds of the carry do not get the call refused.
+# `carry build` records the carry's size in SIZE_RECORD (tracked), so CI, which has no carry,
+# checks tree + carry against it (test/benchmark/gpu/test_carry.py), and verify checks the
+# built folder against the same cap.
+CALL_BUDGET_BYTES = 60 * MIB
+SIZE_RECORD = HERE / "carry_size.json"
+
+
+def spec_fingerprint() -> str:
+    """A hash of what decides the carry's content (pins and trims): a size record written for
+    another spec is stale."""
+    import hashlib
+    import json
+
+    text = json.dumps([list(PYPI_PINS), {k: list(v) for k, v in sorted(TRIMS.items())}])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def norm_name(name: str) -> str:

@@ -16,17 +16,22 @@ import pytest
 
 from benchmark.gpu.carry.spec import (
     ACCEPTED_CONFLICTS,
+    CALL_BUDGET_BYTES,
+    DROPPED_MODULES,
     IMAGE_OVERRIDES,
     MAX_CALL_BYTES,
     MAX_CARRY_BYTES,
     PYPI_PINS,
     ROOT,
+    SIZE_RECORD,
     TRIMS,
+    UNCARRIED_MODULES,
     image_packages,
     pin_name,
+    spec_fingerprint,
 )
 from benchmark.gpu.carry.trim import trim_wheel
-from benchmark.gpu.carry.verify import check_requirements
+from benchmark.gpu.carry.verify import check_requirements, tree_bytes
 
 CARRY = ROOT / ".gpu-carry"
 
@@ -124,6 +129,47 @@ def test_pins_are_exact_and_shadow_the_image_only_where_said():
     assert all(n in image and n not in names for n in ACCEPTED_CONFLICTS)
 
 
+def test_tree_plus_recorded_carry_fits_the_call_budget():
+    """What one device call carries: the tracked tree (measured now) plus the carry as `carry
+    build` last recorded it, for the current pins and trims; under 60 MiB (the device tool
+    refuses a call over 64). Fails when results grow the tree, or when the spec changed and
+    nobody rebuilt the carry (`make gpu-carry` rewrites carry_size.json)."""
+    record = json.loads(SIZE_RECORD.read_text())
+    assert record["spec"] == spec_fingerprint(), (
+        "carry_size.json was written for other pins/trims: run `make gpu-carry` and commit it")
+    assert record["call_budget_bytes"] == CALL_BUDGET_BYTES < MAX_CALL_BYTES
+    assert 0 < record["carry_bytes"] <= MAX_CARRY_BYTES
+    tree = tree_bytes()
+    assert tree + record["carry_bytes"] <= CALL_BUDGET_BYTES, (
+        f"tracked tree {tree / (1 << 20):.2f} MiB + carry {record['carry_mib']} MiB is over "
+        f"{CALL_BUDGET_BYTES >> 20} MiB: take weight out of the tree (benchmark/gpu/README.md)")
+
+
+def test_dropped_modules_are_the_ones_imports_py_reports():
+    text = (ROOT / "benchmark" / "gpu" / "carry" / "imports.py").read_text()
+    assert all(f'"{m}"' in text for m in (*DROPPED_MODULES, *UNCARRIED_MODULES))
+    assert not set(UNCARRIED_MODULES) & {pin_name(p) for p in PYPI_PINS}
+    # each dropped module is the file a TRIMS rule removes
+    rules = [p for rules in TRIMS.values() for p, _ in rules]
+    for m in DROPPED_MODULES:
+        stem = m.replace(".", "/")
+        assert any(r.startswith(stem) for r in rules), m
+
+
+def test_serving_path_loads_no_dropped_module():
+    """SGLang's serving path for Qwen3, imported in this (CPU, full-SGLang) venv, loads none of
+    the extension modules the carry drops (imports.py reports any that it loads)."""
+    modules = ["sglang.srt.entrypoints.http_server", "sglang.srt.managers.scheduler",
+               "sglang.srt.model_executor.model_runner", "sglang.srt.models.qwen3",
+               "sglang.srt.multimodal.processors.base_processor", "tvm_ffi"]
+    out = subprocess.run([sys.executable, str(ROOT / "benchmark/gpu/carry/imports.py"), *modules],
+                         capture_output=True, text=True, timeout=600, cwd=ROOT)
+    body = json.loads(out.stdout.strip().splitlines()[-1])
+    assert all(r["ok"] for r in body["modules"].values()), body["modules"]
+    assert body["loaded_dropped"] == []
+    assert "llguidance" not in body["loaded_top_level"]
+
+
 def _built() -> dict:
     manifest = CARRY / "manifest.json"
     if not manifest.exists():
@@ -140,6 +186,9 @@ def test_built_carry_fits_and_matches_its_manifest():
     assert total <= MAX_CARRY_BYTES
     for w in manifest["wheels"]:
         assert hashlib.sha256(files[w["file"]].read_bytes()).hexdigest() == w["sha256"]
+    # the tracked record is this build's (a build rewrites it; commit it with the spec)
+    record = json.loads(SIZE_RECORD.read_text())
+    assert record["carry_bytes"] == manifest["total_bytes"] == total
     assert {pin_name(f.split("-", 1)[0]) for f in files} >= {pin_name(p) for p in PYPI_PINS}
 
 
@@ -149,5 +198,5 @@ def test_built_carry_verified():
     if not report.exists():
         pytest.skip("carry folder built but not verified (python -m benchmark.gpu.carry verify)")
     body = json.loads(report.read_text())
-    assert body["sizes"]["carry_bytes"] + body["sizes"]["tree_bytes"] <= MAX_CALL_BYTES
+    assert body["sizes"]["carry_bytes"] + body["sizes"]["tree_bytes"] <= CALL_BUDGET_BYTES
     assert body["ok"], body["failed_imports"] or body["requirements"]["conflict"]

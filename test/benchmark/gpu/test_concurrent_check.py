@@ -110,7 +110,7 @@ def test_hardware_for_and_parse_list():
     assert cm.hardware_for("NVIDIA H200") == ("h200", "")
     assert cm.hardware_for("NVIDIA H100 80GB HBM3")[0] == "h100-sxm"
     name, note = cm.hardware_for("NVIDIA L4")
-    assert name == "h200" and "unknown GPU" in note
+    assert name == "h100-sxm" and "unknown GPU" in note  # the GPU most often lent
     assert cm.parse_list("0.25, 0.5,") == [0.25, 0.5]
     assert cm.parse_list("8,16", int) == [8, 16]
 
@@ -215,7 +215,8 @@ def test_dry_run_writes_json_under_out_env(tmp_path, monkeypatch, capsys):
     assert [r["sms_decode"] for r in report["rows"]] == [32, 64, 96]
     assert [r["sms_prefill"] for r in report["rows"]] == [100, 68, 36]
     assert report["model"] == {"name": "qwen3-8b", "layers_run": 4, "layers_full": 36,
-                               "hardware": "h200", "calibration": "default (uncalibrated)"}
+                               "hardware": "h100-sxm",  # the GPU most often lent
+                               "calibration": "default (uncalibrated)"}
     assert report["workload"]["decode"] == {"requests": 64, "context": 4096}
     assert report["workload"]["prefill"] == {"tokens": 8192, "context": 0}
     assert report["summary"]["all"]["n"] == 12
@@ -258,6 +259,22 @@ def test_failed_split_is_reported_and_fails_the_run(lms, batches, tmp_path, monk
     monkeypatch.setattr(cc, "dry_run_measurements", fake_dry_run)
     assert cc.main(["--dry-run", "--out", str(tmp_path)]) == 1
     assert (tmp_path / cc.RESULT_FILE).exists()
+
+
+def test_strict_fails_when_no_partition_ran(capsys):
+    """check.sh runs --strict: a fall back to the whole device means nothing ran on a split's
+    remainder group, which is the question the step answers."""
+    row = {"sms_decode": None, "error": None}
+    whole = {"mode": "sequential-whole-device", "rows": [row],
+             "partition": {"fallback_reason": "green-ctx: driver too old"}}
+    assert cc.verdict(whole, strict=False) == 0
+    assert cc.verdict(whole, strict=True) == 1
+    assert "driver too old" in capsys.readouterr().err
+    split = {"mode": "partitioned", "rows": [{"sms_decode": 32, "error": None}]}
+    assert cc.verdict(split, strict=True) == 0
+    split["rows"].append({"sms_decode": 64, "error": "CUDA error: launch failure"})
+    assert cc.verdict(split, strict=True) == 1
+    assert "launch failure" in capsys.readouterr().err
 
 
 def test_clock_and_split_with_fake_streams(monkeypatch):
