@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> None:
 
     logger.info("duet: %s; serving: %s", duet.to_dict(), serve.to_dict())
     kwargs = launch_kwargs(app, serve,
-                           functools.partial(run_duet_scheduler_process, duet.to_dict()))
+                           functools.partial(run_duet_scheduler_process, duet.to_dict()),
+                           server_args)
     install_router(app, server_args, duet.to_dict())
     if forked and forkserver.usable(server_args):
         children_from_forkserver()
