@@ -18,7 +18,8 @@ Every SGLang name touched from the launcher is here (README "Reliability" lists 
   `--sleep-on-idle` its `event_loop`, which reads `recv_from_tokenizer`, `soft_watchdog` and
   `_request_dispatcher`);
 - read before start-up: the resolved `ServerArgs` (`dataclasses.fields` and the values of the
-  secret ones, `redact.py`; `expert_distribution_recorder_mode`, `refusals`);
+  secret ones, `redact.py`; `expert_distribution_recorder_mode`, `enable_memory_saver`,
+  `refusals`);
 - read after start-up: `_global_state.tokenizer_manager` (.max_req_input_len, .tokenizer,
   .model_config.vocab_size / .hidden_size for the index checks, ._subprocess_watchdog, stopped
   because our own poll replaces it and the drain stops children that it would report as
@@ -110,19 +111,24 @@ def body_routes(app: Any) -> dict[str, frozenset[str]]:
 
 # Requests that SGLang 0.5.17 forwards to the scheduler, where they raise and end the whole
 # server, unless the server was started with a flag: path -> (ServerArgs field, flag).
+# - the expert-distribution routes: without a recorder mode, the scheduler's no-op recorder
+#   raises on each of them;
+# - /resume_memory_occupation raises (KeyError) unless the same tags were released first; and
+#   without the memory saver neither route frees or restores anything, so both are refused.
 NEEDS_FLAG = {
-    path: ("expert_distribution_recorder_mode", "--expert-distribution-recorder-mode")
-    for path in ("/start_expert_distribution_record", "/stop_expert_distribution_record",
-                 "/dump_expert_distribution_record")
+    **{path: ("expert_distribution_recorder_mode", "--expert-distribution-recorder-mode")
+       for path in ("/start_expert_distribution_record", "/stop_expert_distribution_record",
+                    "/dump_expert_distribution_record")},
+    **{path: ("enable_memory_saver", "--enable-memory-saver")
+       for path in ("/release_memory_occupation", "/resume_memory_occupation")},
 }
 
 
 def refusals(server_args: Any) -> dict[str, str]:
-    """path -> the 400 message, for each NEEDS_FLAG route this server lacks the flag of (its
-    scheduler's no-op recorder raises on every one of them, and the scheduler exits)."""
+    """path -> the 400 message, for each NEEDS_FLAG route whose flag this server lacks."""
     return {path: f"{path} needs the server started with {flag} (it was not)"
             for path, (field, flag) in NEEDS_FLAG.items()
-            if getattr(server_args, field, None) is None}
+            if not getattr(server_args, field, None)}
 
 
 def launch_kwargs(app: Any, serve: ServeArgs, scheduler_func: Any,
