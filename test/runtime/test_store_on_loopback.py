@@ -57,3 +57,11 @@ def test_across_nodes_sglang_behaviour_is_kept(restore, kw):
 def test_an_init_method_override_is_kept(restore, monkeypatch):
     monkeypatch.setenv("SGLANG_DISTRIBUTED_INIT_METHOD_OVERRIDE", "env://")
     assert not patches.store_on_loopback(args(), free_port())
+
+
+@pytest.mark.server
+def test_tp2_ranks_meet_on_loopback(tp2_server):
+    """Two ranks: rank 0 hosts the store on 127.0.0.1, rank 1 connects there (the server
+    started and serves); test_auth_matrix.py checks TP=1 and stock."""
+    assert listening(tp2_server.nccl_port) == {"127.0.0.1"}
+    assert tp2_server.generate([5, 6, 7], 2, ignore_eos=True)["output_ids"]
