@@ -170,3 +170,28 @@ def test_health_answers_get_and_head_only(path, method):
     assert "GET and HEAD only" in json.loads(out["body"])["message"]
     assert answer("/health", "HEAD", state)["status"] == 200
     assert answer("/health", "GET", state)["status"] == 200
+
+
+@pytest.mark.parametrize("auth, opened", [
+    (None, False), (b"Bearer wrong-key-000", False), (b"normal-key-1234", False),
+    (b"Bearer normal-key-1234", True), (b"bearer normal-key-1234", True)])
+def test_websockets_need_the_normal_key(auth, opened):
+    """SGLang's key check lets every websocket (/v1/realtime) through; ours does not."""
+    reached = []
+
+    async def app(scope, receive, send):
+        reached.append(scope["path"])
+        await send({"type": "websocket.accept"})
+
+    state = ServerState()
+    state.api_key = "normal-key-1234"
+    sent = []
+
+    async def send(msg):
+        sent.append(msg)
+
+    scope = {"type": "websocket", "path": "/v1/realtime",
+             "headers": [(b"authorization", auth)] if auth else []}
+    asyncio.run(DuetMiddleware(app, ServeArgs(), state, {})(scope, None, send))
+    assert bool(reached) == opened
+    assert sent[0]["type"] == ("websocket.accept" if opened else "websocket.close")

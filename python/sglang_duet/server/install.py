@@ -140,6 +140,7 @@ def launch_kwargs(app: Any, serve: ServeArgs, scheduler_func: Any,
     if server_args is not None:
         state.redactor = Redactor.for_server(server_args)
         state.refused = refusals(server_args)
+        state.api_key = getattr(server_args, "api_key", None)
     life = Lifecycle(state, serve.drain_timeout_s)
     app.add_middleware(DuetMiddleware, limits=serve, state=state, on_startup=life.attach)
     return {

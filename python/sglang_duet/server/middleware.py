@@ -8,7 +8,8 @@ a request SGLang's scheduler would die of gets a 400 naming the flag it needs
 (`install.refusals`); an exception escaping the app becomes a JSON 500 on a connection that
 stays usable; error bodies never carry a traceback or a server path (the log keeps the
 original); no answer carries a secret server argument (`redact.py`: fixed-length answers are
-redacted whole, streamed ones piece by piece). For every request that
+redacted whole, streamed ones piece by piece); a websocket (which SGLang's key check passes
+unchecked) is refused without the normal key. For every request that
 carries a body (POST, PUT, PATCH: every route of SGLang's app that takes one, present or future,
 `install.body_routes`) also: 503 while draining or dead (but /abort_request, which helps a drain
 end); 413 over the body limit, before the body is read; JSON parsed and checked off the event
@@ -23,6 +24,7 @@ cut connection.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -67,6 +69,11 @@ class DuetMiddleware:
                 hook()
             except (RuntimeError, ValueError) as e:  # not the main thread: keep SGLang's
                 logger.warning("sglang-duet signal handlers not installed: %s", e)
+        if scope["type"] == "websocket" and not self._key_ok(scope):
+            # SGLang's key check passes every websocket (/v1/realtime) through unchecked;
+            # closing before accepting answers the handshake with a 403
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -95,6 +102,16 @@ class DuetMiddleware:
             await self._with_body(scope, receive, send, path)
         else:  # health checks are tracked too: one waiting on a dead child gets its 503
             await self._guarded(scope, receive, send, path, track=path in HEALTH_PATHS)
+
+    def _key_ok(self, scope: dict) -> bool:
+        """The request carries `Bearer <--api-key>` (or no key is configured): what SGLang's
+        check asks of a normal route, compared in constant time as it does."""
+        if not self.state.api_key:
+            return True
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"")
+        scheme, _, token = auth.decode("latin-1").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.encode(), self.state.api_key.encode())
 
     async def _with_body(self, scope: dict, receive: Callable, send: Callable, path: str) -> None:
         if self.state.unavailable and path not in DRAIN_EXEMPT:

@@ -46,6 +46,7 @@ class ServerState:
         # requests answered 400 because SGLang's scheduler would die of them (path -> reason).
         self.redactor = Redactor()
         self.refused: dict[str, str] = {}
+        self.api_key: str | None = None  # --api-key: asked of websockets too
 
     @property
     def unavailable(self) -> str | None:
