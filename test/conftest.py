@@ -86,6 +86,28 @@ def _stock_llguidance():
                    str(CHUNK), "--grammar-backend", "llguidance"], stock=True, env=STOCK_ENV)
 
 
+API_KEY, ADMIN_API_KEY = "sk-duet-normal-5f3a9c", "sk-duet-admin-8e1b7d"
+
+
+def _keyed(stock: bool, admin: bool):
+    """A server with --api-key (and --admin-api-key when `admin`), metrics on; the keys are its
+    `.api_key` and `.admin_api_key` (None when not set), and `.keys` both strings (the admin
+    one is a key that server does not know when it has none)."""
+    from helpers.server import Server
+    from sglang_duet.tiny_model import default_model_path
+
+    def config():
+        keys = ["--api-key", API_KEY] + (["--admin-api-key", ADMIN_API_KEY] if admin else [])
+        model = ["--model-path", str(default_model_path())] if stock else []
+        srv = Server([*model, "--chunked-prefill-size", str(CHUNK), "--enable-metrics", *keys],
+                     stock=stock, env=STOCK_ENV if stock else {})
+        srv.api_key, srv.admin_api_key = API_KEY, ADMIN_API_KEY if admin else None
+        srv.keys = (API_KEY, ADMIN_API_KEY)
+        return srv
+
+    return config
+
+
 def _tp2(plans: str):
     from helpers.server import Server
 
@@ -121,6 +143,10 @@ def _shared_configs():
         "tiny_slo_server": _duet("--enable-metrics", "--duet-tbt-slo-ms", "0.3",
                                  "--no-duet-online-correction"),
         "sized_server": with_temp_dir(_sized),
+        "keys_server": _keyed(stock=False, admin=False),
+        "admin_keys_server": _keyed(stock=False, admin=True),
+        "stock_keys_server": _keyed(stock=True, admin=False),
+        "stock_admin_keys_server": _keyed(stock=True, admin=True),
     }
 
 
@@ -210,6 +236,31 @@ def stock_server(request):
     bad requests (#24). A test whose request kills it is marked `ends_server`, so it runs last.
     """
     return _get(request, "stock_server")
+
+
+@pytest.fixture(scope="session")
+def keys_server(request):
+    """sglang-duet with --api-key (`.api_key`), metrics on (#51)."""
+    return _get(request, "keys_server")
+
+
+@pytest.fixture(scope="session")
+def admin_keys_server(request):
+    """sglang-duet with --api-key and --admin-api-key (`.api_key`, `.admin_api_key`), metrics
+    on (#51)."""
+    return _get(request, "admin_keys_server")
+
+
+@pytest.fixture(scope="session")
+def stock_keys_server(request):
+    """Stock SGLang with keys_server's --api-key and flags: the auth baseline (#51)."""
+    return _get(request, "stock_keys_server")
+
+
+@pytest.fixture(scope="session")
+def stock_admin_keys_server(request):
+    """Stock SGLang with admin_keys_server's keys and flags: the auth baseline (#51)."""
+    return _get(request, "stock_admin_keys_server")
 
 
 @pytest.fixture

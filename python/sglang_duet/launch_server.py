@@ -81,6 +81,7 @@ def resolve(argv: list[str]):
     _fail(parser, startup.check_plan_log(duet.plan_log))
     _fail(parser, startup.check_model_path(ns.model_path))
     _fail(parser, startup.check_port(ns.host, ns.port))
+    _fail(parser, startup.check_keys(ns.api_key, ns.admin_api_key, ns.tokenizer_worker_num))
     if not has_gpu:
         _no_cuda_settings(ns, explicit)
     _fail(parser, startup.check_grammar_backend(ns.grammar_backend, has_gpu))
@@ -118,7 +119,8 @@ def main(argv: list[str] | None = None) -> None:
 
     logger.info("duet: %s; serving: %s", duet.to_dict(), serve.to_dict())
     kwargs = launch_kwargs(app, serve,
-                           functools.partial(run_duet_scheduler_process, duet.to_dict()))
+                           functools.partial(run_duet_scheduler_process, duet.to_dict()),
+                           server_args)
     install_router(app, server_args, duet.to_dict())
     if forked and forkserver.usable(server_args):
         children_from_forkserver()

@@ -363,3 +363,51 @@ def patch_tp_groups_for_cpu() -> None:
         return init_group_without_nccl
 
     _wrap_once(ps, "init_model_parallel_group", make, "_duet_cpu")
+
+
+def single_node(server_args: Any) -> bool:
+    """One node and no rendezvous address or override given: every rank runs on this machine."""
+    return (int(getattr(server_args, "nnodes", 1) or 1) == 1
+            and not getattr(server_args, "dist_init_addr", None)
+            and not os.environ.get("SGLANG_DISTRIBUTED_INIT_METHOD_OVERRIDE"))
+
+
+def store_on_loopback(server_args: Any, port: int) -> bool:
+    """Start-up, scheduler child: torch.distributed's store on `port` (SGLang's `--nccl-port`)
+    listens on 127.0.0.1 only, on one node. SGLang rendezvouses at tcp://HOST:PORT (HOST is the
+    HTTP `--host`) and torch's store server binds every interface whatever HOST is; rank 0's
+    store is given a socket already bound to loopback (`TCPStore(master_listen_fd=)`), and every
+    rank connects to 127.0.0.1. Across nodes (`--nnodes > 1`, `--dist-init-addr`) other
+    machines must reach it: SGLang's behaviour is kept. True when applied."""
+    if not single_node(server_args):
+        return False
+    import importlib
+    import socket
+
+    from torch.distributed import TCPStore
+
+    # the module (torch.distributed.rendezvous is also the name of a function there)
+    rdzv = importlib.import_module("torch.distributed.rendezvous")
+
+    def make(original: Any) -> Any:
+        def create_store(hostname: str, store_port: int, rank: int, world_size: int,
+                         timeout: Any, use_libuv: bool = True) -> Any:
+            if store_port != port:
+                return original(hostname, store_port, rank, world_size, timeout, use_libuv)
+            if rank != 0 or rdzv._torchelastic_use_agent_store() or not use_libuv:
+                return original("127.0.0.1", port, rank, world_size, timeout, use_libuv)
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind(("127.0.0.1", port))
+                sock.listen(socket.SOMAXCONN)
+            except OSError:
+                sock.close()
+                raise
+            return TCPStore(host_name="127.0.0.1", port=port, world_size=world_size,
+                            is_master=True, timeout=timeout, multi_tenant=True,
+                            master_listen_fd=sock.detach(), use_libuv=True)
+
+        return create_store
+
+    return _wrap_once(rdzv, "_create_c10d_store", make, "_duet_loopback_store")

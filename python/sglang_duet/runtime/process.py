@@ -20,6 +20,8 @@ def run_duet_scheduler_process(duet_args: dict[str, Any], *args: Any, **kwargs: 
     patches.patch_rope_for_cpu()
     patches.patch_tp_groups_for_cpu()
     patches.no_torch_compile_on_cpu()
+    patches.store_on_loopback(server_args, (args[1] if len(args) > 1 else kwargs["port_args"])
+                              .nccl_port)
 
     import sglang.srt.managers.scheduler as sched_mod
     import torch

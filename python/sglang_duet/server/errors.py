@@ -28,7 +28,8 @@ def leaks(text: str) -> bool:
 
 def error_body(status: int, message: str, kind: str | None = None) -> bytes:
     """SGLang's OpenAI-style error object, so clients parse ours like its own."""
-    kind = kind or {400: "BadRequestError", 413: "PayloadTooLarge", 503: "ServiceUnavailable"}.get(
+    kind = kind or {400: "BadRequestError", 405: "MethodNotAllowed", 413: "PayloadTooLarge",
+                    503: "ServiceUnavailable"}.get(
         status, "InternalServerError" if status >= 500 else "BadRequestError")
     return json.dumps({"object": "error", "type": kind, "code": status,
                        "message": scrub(message)}).encode()

@@ -17,6 +17,9 @@ Every SGLang name touched from the launcher is here (README "Reliability" lists 
   subclass of SGLang's `DataParallelController` (its per-request dispatch, and with
   `--sleep-on-idle` its `event_loop`, which reads `recv_from_tokenizer`, `soft_watchdog` and
   `_request_dispatcher`);
+- read before start-up: the resolved `ServerArgs` (`dataclasses.fields` and the values of the
+  secret ones, `redact.py`; `expert_distribution_recorder_mode`, `enable_memory_saver`,
+  `refusals`);
 - read after start-up: `_global_state.tokenizer_manager` (.max_req_input_len, .tokenizer,
   .model_config.vocab_size / .hidden_size for the index checks, ._subprocess_watchdog, stopped
   because our own poll replaces it and the drain stops children that it would report as
@@ -36,6 +39,7 @@ from sglang_duet.index_checks import ModelBounds
 from sglang_duet.server.config import ServeArgs
 from sglang_duet.server.lifecycle import ChildEntry, Lifecycle
 from sglang_duet.server.middleware import DuetMiddleware
+from sglang_duet.server.redact import Redactor
 from sglang_duet.server.state import ServerState
 
 logger = logging.getLogger("sglang_duet.server")
@@ -105,11 +109,38 @@ def body_routes(app: Any) -> dict[str, frozenset[str]]:
     return out
 
 
-def launch_kwargs(app: Any, serve: ServeArgs, scheduler_func: Any) -> dict[str, Any]:
+# Requests that SGLang 0.5.17 forwards to the scheduler, where they raise and end the whole
+# server, unless the server was started with a flag: path -> (ServerArgs field, flag).
+# - the expert-distribution routes: without a recorder mode, the scheduler's no-op recorder
+#   raises on each of them;
+# - /resume_memory_occupation raises (KeyError) unless the same tags were released first; and
+#   without the memory saver neither route frees or restores anything, so both are refused.
+NEEDS_FLAG = {
+    **{path: ("expert_distribution_recorder_mode", "--expert-distribution-recorder-mode")
+       for path in ("/start_expert_distribution_record", "/stop_expert_distribution_record",
+                    "/dump_expert_distribution_record")},
+    **{path: ("enable_memory_saver", "--enable-memory-saver")
+       for path in ("/release_memory_occupation", "/resume_memory_occupation")},
+}
+
+
+def refusals(server_args: Any) -> dict[str, str]:
+    """path -> the 400 message, for each NEEDS_FLAG route whose flag this server lacks."""
+    return {path: f"{path} needs the server started with {flag} (it was not)"
+            for path, (field, flag) in NEEDS_FLAG.items()
+            if not getattr(server_args, field, None)}
+
+
+def launch_kwargs(app: Any, serve: ServeArgs, scheduler_func: Any,
+                  server_args: Any = None) -> dict[str, Any]:
     """Install the middleware on `app`; the keyword arguments for SGLang's launch_server."""
     from sglang.srt.managers.detokenizer_manager import run_detokenizer_process
 
     state = ServerState()
+    if server_args is not None:
+        state.redactor = Redactor.for_server(server_args)
+        state.refused = refusals(server_args)
+        state.api_key = getattr(server_args, "api_key", None)
     life = Lifecycle(state, serve.drain_timeout_s)
     app.add_middleware(DuetMiddleware, limits=serve, state=state, on_startup=life.attach)
     return {

@@ -1,9 +1,15 @@
 """ASGI middleware in front of SGLang's FastAPI app (installed by sglang_duet.launch_server only).
 
-For every request: /health answers at once (200 once started with every child alive, 503 when
-draining or dead; SGLang's deep one-token check stays at /health_generate); an
-exception escaping the app becomes a JSON 500 on a connection that stays usable; error bodies
-never carry a traceback or a server path (the log keeps the original). For every request that
+It sits inside SGLang's API-key middleware: only requests with the right key reach it (and the
+health and metrics paths, which SGLang leaves open). For every request: /health answers GET and
+HEAD at once (200 once started with every child alive, 503 when draining or dead; SGLang's deep
+one-token check stays at /health_generate) and any other method with a 405, its body unread;
+a request SGLang's scheduler would die of gets a 400 naming the flag it needs
+(`install.refusals`); an exception escaping the app becomes a JSON 500 on a connection that
+stays usable; error bodies never carry a traceback or a server path (the log keeps the
+original); no answer carries a secret server argument (`redact.py`: fixed-length answers are
+redacted whole, streamed ones piece by piece); a websocket (which SGLang's key check passes
+unchecked) is refused without the normal key. For every request that
 carries a body (POST, PUT, PATCH: every route of SGLang's app that takes one, present or future,
 `install.body_routes`) also: 503 while draining or dead (but /abort_request, which helps a drain
 end); 413 over the body limit, before the body is read; JSON parsed and checked off the event
@@ -18,6 +24,7 @@ cut connection.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +37,7 @@ from sglang_duet.server.state import OpenRequest, ServerState
 logger = logging.getLogger("sglang_duet.server")
 
 HEALTH_PATHS = ("/health", "/health_generate")
+HEALTH_METHODS = ("GET", "HEAD")
 THREAD_PARSE_BYTES = 64 * 1024  # bodies above this are parsed and checked in a worker thread
 BODY_METHODS = ("POST", "PUT", "PATCH")
 DRAIN_EXEMPT = ("/abort_request",)  # cancelling requests helps a drain end: served while draining
@@ -61,10 +69,20 @@ class DuetMiddleware:
                 hook()
             except (RuntimeError, ValueError) as e:  # not the main thread: keep SGLang's
                 logger.warning("sglang-duet signal handlers not installed: %s", e)
+        if scope["type"] == "websocket" and not self._key_ok(scope):
+            # SGLang's key check passes every websocket (/v1/realtime) through unchecked;
+            # closing before accepting answers the handshake with a 403
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
+        if path in HEALTH_PATHS and scope.get("method") not in HEALTH_METHODS:
+            # SGLang's routes are GET only; the body of any other method is never read
+            await send_json(send, 405, f"{path} answers GET and HEAD only",
+                            [(b"allow", b"GET, HEAD"), (b"connection", b"close")])
+            return
         if path in HEALTH_PATHS and self.state.unavailable:
             await send_json(send, 503, self.state.unavailable)
             return
@@ -76,10 +94,24 @@ class DuetMiddleware:
                         "headers": [(b"content-length", b"0")]})
             await send({"type": "http.response.body", "body": b""})
             return
+        refused = self.state.refused.get(path)
+        if refused is not None:  # a request SGLang's scheduler would die of (install.refusals)
+            await send_json(send, 400, refused)
+            return
         if scope.get("method") in BODY_METHODS:
             await self._with_body(scope, receive, send, path)
         else:  # health checks are tracked too: one waiting on a dead child gets its 503
             await self._guarded(scope, receive, send, path, track=path in HEALTH_PATHS)
+
+    def _key_ok(self, scope: dict) -> bool:
+        """The request carries `Bearer <--api-key>` (or no key is configured): what SGLang's
+        check asks of a normal route, compared in constant time as it does."""
+        if not self.state.api_key:
+            return True
+        auth = dict(scope.get("headers") or []).get(b"authorization", b"")
+        scheme, _, token = auth.decode("latin-1").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(
+            token.encode(), self.state.api_key.encode())
 
     async def _with_body(self, scope: dict, receive: Callable, send: Callable, path: str) -> None:
         if self.state.unavailable and path not in DRAIN_EXEMPT:
@@ -138,6 +170,9 @@ class DuetMiddleware:
         key = self.state.register(req) if track else None
         error: dict[str, Any] = {}  # status and buffered body of an error response
 
+        redactor = self.state.redactor
+        held: dict[str, Any] = {}  # a fixed-length answer, redacted once whole
+
         async def wrapped(msg: dict) -> None:
             if req.closed:
                 return  # a drain or a dead child already ended this response
@@ -151,15 +186,31 @@ class DuetMiddleware:
                     error["body"] = b""
                     return
                 msg = {**msg, "headers": headers + (extra_headers or [])}
+                if (redactor.active and b"content-length" in dict(headers)
+                        and scope.get("method") != "HEAD"):
+                    held["start"], held["body"] = msg, b""
+                    return
             elif msg["type"] == "http.response.body" and "start" in error:
                 error["body"] += msg.get("body", b"")
                 if msg.get("more_body", False):
                     return
                 await self._send_error(send, error["start"], error["body"], path)
                 return
-            elif msg["type"] == "http.response.body" and req.sse and b'"error"' in msg.get(
-                    "body", b""):
-                msg = {**msg, "body": scrub(msg["body"].decode("utf-8", "replace")).encode()}
+            elif msg["type"] == "http.response.body" and "start" in held:
+                held["body"] += msg.get("body", b"")
+                if msg.get("more_body", False):
+                    return
+                await _send_whole(send, held["start"], redactor.body(held["body"], is_json(
+                    dict(held["start"]["headers"]).get(b"content-type"))))
+                return
+            elif msg["type"] == "http.response.body":
+                body = msg.get("body", b"")
+                if redactor.active:
+                    body, held["carry"] = redactor.stream(held.get("carry", b""), body,
+                                                          last=not msg.get("more_body", False))
+                if req.sse and b'"error"' in body:
+                    body = scrub(body.decode("utf-8", "replace")).encode()
+                msg = {**msg, "body": body}
             await send(msg)
 
         try:
@@ -181,12 +232,17 @@ class DuetMiddleware:
             logger.warning("error answer to %s scrubbed of paths/traceback; original: %s", path,
                            text[:4000])
         clean = scrub_json_body(body) if body else error_body(start["status"], "error")
-        headers = [(k, v) for k, v in start["headers"]
-                   if k.lower() not in (b"content-length", b"content-type")]
-        headers += [(b"content-type", b"application/json"),
-                    (b"content-length", str(len(clean)).encode())]
-        await send({**start, "headers": headers})
-        await send({"type": "http.response.body", "body": clean})
+        clean = self.state.redactor.body(clean, json_body=True)
+        headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-type"]
+        await _send_whole(send, {**start, "headers": headers + [
+            (b"content-type", b"application/json")]}, clean)
+
+
+async def _send_whole(send: Callable, start: dict, body: bytes) -> None:
+    """`start` (its content-length set to the body's) then `body`, in one piece."""
+    headers = [(k, v) for k, v in start["headers"] if k.lower() != b"content-length"]
+    await send({**start, "headers": headers + [(b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
 
 
 def is_json(content_type: bytes | None) -> bool:

@@ -102,3 +102,15 @@ def check_grammar_backend(name: str | None, has_gpu: bool) -> str | None:
     default = CPU_SETTINGS["grammar_backend"][0]
     return (f"--grammar-backend {name}: needs a CUDA device (its token mask is applied with a "
             f"CUDA kernel) and none is visible; use {default} (the CPU default) or outlines")
+
+
+def check_keys(api_key: str | None, admin_api_key: str | None,
+               tokenizer_worker_num: int | None) -> str | None:
+    """SGLang installs its API-key check only with one tokenizer worker: with more, an
+    --api-key fails later in each worker, and an --admin-api-key alone is not checked at all
+    (the admin routes answer without a key). Refuse the combination before anything starts."""
+    if (api_key or admin_api_key) and int(tokenizer_worker_num or 1) > 1:
+        flag = "--api-key" if api_key else "--admin-api-key"
+        return (f"{flag}: SGLang checks keys only with --tokenizer-worker-num 1 (got "
+                f"{tokenizer_worker_num}); with more, requests would not be checked")
+    return None

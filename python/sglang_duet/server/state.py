@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from sglang_duet.index_checks import ModelBounds
 from sglang_duet.server.errors import error_body, sse_error_event
+from sglang_duet.server.redact import Redactor
 
 logger = logging.getLogger("sglang_duet.server")
 
@@ -41,6 +42,11 @@ class ServerState:
         self.max_prompt_tokens: int | None = None
         self.max_token_chars: int | None = None
         self.bounds: ModelBounds | None = None  # vocabulary and hidden size of the model
+        # Known before start-up (install.launch_kwargs): secrets no answer may carry, and the
+        # requests answered 400 because SGLang's scheduler would die of them (path -> reason).
+        self.redactor = Redactor()
+        self.refused: dict[str, str] = {}
+        self.api_key: str | None = None  # --api-key: asked of websockets too
 
     @property
     def unavailable(self) -> str | None:
