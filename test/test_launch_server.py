@@ -86,7 +86,8 @@ class TestEndpoints:
 
     def test_generate_text(self, duet_server):
         r = requests.post(duet_server.url + "/generate", json={
-            "text": "def add(a, b):", "sampling_params": {"max_new_tokens": 8, "temperature": 0}},
+            "text": "def add(a, b):", "sampling_params": {"max_new_tokens": 8, "temperature": 0,
+                                                   "ignore_eos": True}},
             timeout=60)
         assert r.status_code == 200
         body = r.json()
@@ -94,8 +95,8 @@ class TestEndpoints:
 
     def test_completions(self, duet_server):
         r = requests.post(duet_server.url + "/v1/completions", json={
-            "model": "default", "prompt": "import os\n", "max_tokens": 6, "temperature": 0},
-            timeout=60)
+            "model": "default", "prompt": "import os\n", "max_tokens": 6, "temperature": 0,
+            "ignore_eos": True}, timeout=60)  # an SGLang field; the count must not hang on EOS
         assert r.status_code == 200
         assert r.json()["usage"]["completion_tokens"] == 6
 

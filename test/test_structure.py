@@ -20,29 +20,26 @@ def _module_name(path: Path) -> str:
 
 
 def _imports(path: Path, name: str, modules: set[str]) -> set[str]:
-    """Package modules `path` imports at module level or inside functions (both can close a cycle
-    at run time); `TYPE_CHECKING` blocks are skipped since they never run."""
-    tree = ast.parse(path.read_text())
-    is_pkg = path.name == "__init__.py"
+    return _source_imports(path.read_text(), name, path.name == "__init__.py", modules)
+
+
+def _source_imports(src: str, name: str, is_pkg: bool, modules: set[str]) -> set[str]:
+    """Package modules module `name` imports anywhere: at module level, inside functions (both
+    can close a cycle at run time) and in `TYPE_CHECKING` blocks (a cycle of type hints is still
+    two modules that each need the other, the duet/paper_scheme circle of #49 was one);
+    `from . import x` counts as importing the submodule x."""
     out: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                continue
-            if isinstance(child, ast.Import):
-                out.update(a.name for a in child.names)
-            elif isinstance(child, ast.ImportFrom):
-                base = child.module or ""
-                if child.level:
-                    pkg = name.split(".") if is_pkg else name.split(".")[:-1]
-                    pkg = pkg[: len(pkg) - (child.level - 1)]
-                    base = ".".join(pkg + ([base] if base else []))
-                out.add(base)
-                out.update(f"{base}.{a.name}" for a in child.names)
-            visit(child)
-
-    visit(tree)
+    for node in ast.walk(ast.parse(src)):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                pkg = name.split(".") if is_pkg else name.split(".")[:-1]
+                pkg = pkg[: len(pkg) - (node.level - 1)]
+                base = ".".join(pkg + ([base] if base else []))
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
     return {m for m in out if m in modules and m != name}
 
 
@@ -77,6 +74,26 @@ def _find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def test_import_finder_finds_each_form():
+    modules = {"p", "p.a", "p.b", "p.c", "p.d", "p.q", "p.q.e", "os"}
+    src = ("import os\nfrom . import a\nfrom .b import thing\nfrom typing import TYPE_CHECKING\n"
+           "if TYPE_CHECKING:\n    from .c import Hint\n"
+           "def f():\n    from p.d import late\n    from .q import e\n")
+    assert _source_imports(src, "p.x", False, modules) == {
+        "os", "p", "p.a", "p.b", "p.c", "p.d", "p.q", "p.q.e"}
+    assert _source_imports("from .. import a\nfrom . import e\n", "p.q", True, modules) == {
+        "p", "p.a", "p.q.e"}
+
+
+def test_a_type_hint_circle_is_a_cycle():
+    """Two modules whose only back edge is a `TYPE_CHECKING` import still form a circle."""
+    modules = {"p.duet", "p.paper"}
+    graph = {"p.duet": _source_imports("from .paper import search\n", "p.duet", False, modules),
+             "p.paper": _source_imports("if TYPE_CHECKING:\n    from .duet import Policy\n",
+                                        "p.paper", False, modules)}
+    assert _find_cycle(graph) == ["p.duet", "p.paper", "p.duet"]
+
+
 def test_cycle_finder_finds_a_cycle():
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _find_cycle({"p.x": {"p"}, "p": {"p.x"}}) is None
@@ -84,6 +101,7 @@ def test_cycle_finder_finds_a_cycle():
 
 
 def test_no_import_cycle():
+    """No import circle in python/sglang_duet (the cycle is listed when there is one)."""
     cycle = _find_cycle(_graph())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 

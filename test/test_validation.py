@@ -21,6 +21,19 @@ def test_known_fields_pass(table):
                       table) is None
 
 
+def test_ignore_eos_passes_on_every_generation_route(table):
+    """SGLang's own extension field, which the server tests send so a token count does not
+    hang on the random tiny model's EOS: strict field checking must let it through."""
+    assert check_body("/generate", {"text": "x", "sampling_params": {"ignore_eos": True}},
+                      table) is None
+    assert check_body("/v1/completions", {"model": "m", "prompt": "x", "max_tokens": 2,
+                                          "ignore_eos": True}, table) is None
+    assert check_body("/v1/chat/completions", {"model": "m", "messages": [],
+                                               "ignore_eos": True}, table) is None
+    assert "ignore_eo" in check_body("/v1/completions", {"model": "m", "prompt": "x",
+                                                         "ignore_eo": True}, table)
+
+
 def test_gateway_model_field_passes_on_generate(table):
     """sglang-router adds "model" to every /generate it forwards."""
     body = {"input_ids": [1, 2], "model": "m", "sampling_params": {"max_new_tokens": 1}}

@@ -85,8 +85,10 @@ def cluster(request, duet_server, gateway_worker):
 
 
 def _generate(url: str, ids: list[int], n: int = 8, timeout: float = 120) -> dict:
+    """Greedy with ignore_eos: exactly n tokens whatever the random model's EOS does."""
     r = requests.post(url + "/generate", timeout=timeout, json={
-        "input_ids": ids, "sampling_params": {"max_new_tokens": n, "temperature": 0.0}})
+        "input_ids": ids, "sampling_params": {"max_new_tokens": n, "temperature": 0.0,
+                                              "ignore_eos": True}})
     r.raise_for_status()
     return r.json()
 

@@ -29,7 +29,7 @@ def test_duet_dispatch_spreads_and_counts(dp_server):
     before = _dispatches(dp_server)
     prompts = [[(3 * i + j) % 400 + 5 for j in range(10 + 7 * (i % 9))] for i in range(40)]
     with ThreadPoolExecutor(40) as ex:
-        outs = list(ex.map(lambda ids: dp_server.generate(ids, 6), prompts))
+        outs = list(ex.map(lambda ids: dp_server.generate(ids, 6, ignore_eos=True), prompts))
     assert all(len(o["output_ids"]) == 6 for o in outs)
     after = _dispatches(dp_server)
     counts = {r: v - before.get(r, 0.0) for r, v in after.items()}

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.server
 
 # A lone request must not need another to start. The first constrained request of a server
 # also pays llguidance's one-time set-up (4-23 s measured on this loaded 2-core machine, stock
-# and sglang-duet alike); without the fix it never finished.
-LONE_S = 90
+# and sglang-duet alike; over 90 s on stock once with the load average near 50); without the
+# fix it never finished, so the bound is a hang detector, loose on purpose.
+LONE_S = 240
 
 
 @pytest.fixture(scope="module", params=["sglang-duet", "stock"])

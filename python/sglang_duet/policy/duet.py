@@ -39,8 +39,9 @@ from .batching import chunk_batch, chunk_waiting
 from .correction import Correction
 from .gap_optimizer import search_gap
 from .optimizer import PartitionOptimizer, SpatialChoice
-from .paper_scheme import ms, paper_search
+from .paper_scheme import paper_search
 from .plan import BatchPlan
+from .search_host import ms
 from .sized import LazySized, rate
 from .sm_menu import SmMenu
 from .state import PrefillChunk, ReqState

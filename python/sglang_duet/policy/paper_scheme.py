@@ -2,6 +2,7 @@
 its decode step meets tau (``t_d <= tau``), k look-ahead steps run, and the decodes then wait for
 the longer prefill (`optimizer.PartitionOptimizer`). Kept to reproduce the distance from the
 paper's design (sim policy ``duet-paper``); the default is the gap scheme (`gap_optimizer`).
+The policy hands itself in as a `search_host.SearchHost`: this module never imports `duet`.
 Times are seconds."""
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ from typing import TYPE_CHECKING
 from ..latency import Batch
 from .batching import chunk_batch
 from .plan import BatchPlan
+from .search_host import ms
 from .state import PrefillChunk
 
 if TYPE_CHECKING:
-    from .duet import DuetPolicy
+    from .search_host import SearchHost
 
-__all__ = ["ms", "paper_search", "scaled"]
+__all__ = ["paper_search", "scaled"]
 
 
-def paper_search(pol: DuetPolicy, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...],
+def paper_search(pol: SearchHost, rids: tuple[str, ...], chunks: tuple[PrefillChunk, ...],
                  dec: Batch, completes: tuple[bool, ...], pre: Batch, t_agg: float | None,
                  forced: bool) -> BatchPlan:
     """The paper's search. ``t_agg``: the mixed batch's corrected time when predicted."""
@@ -92,7 +94,3 @@ def paper_search(pol: DuetPolicy, rids: tuple[str, ...], chunks: tuple[PrefillCh
 def scaled(times, factor: float) -> list[float]:
     """``times * factor`` as floats (a factor of 1 changes no value: skip the multiply)."""
     return (times if factor == 1.0 else times * factor).tolist()
-
-
-def ms(t: float) -> str:
-    return f"{t * 1e3:.1f}ms"
