@@ -70,7 +70,7 @@ def test_xgrammar_refused_at_start_without_cuda(capsys):
 
 @pytest.mark.skipif(cuda_available(), reason="xgrammar works with CUDA")
 def test_stock_default_backend_dies_on_the_first_constrained_request(fresh_server):
-    """Recorded for the README: stock SGLang's default grammar backend on the CPU."""
+    """Recorded for docs/reliability.md: stock SGLang's default grammar backend on the CPU."""
     stock = fresh_server([], stock=True)
     (path, body), _ = CONSTRAINED["generate_regex"]
     try:

@@ -1,7 +1,7 @@
 """No single request may end the server (#24 item 3), and bad messages and `n: 0` are named
 (item 5): on a real sglang-duet server every case gets a 400 that names the field and its bound,
 and the server still generates afterwards. The same cases on stock SGLang (same model, same CPU
-settings, llguidance) record what stock does, which the README's reliability table states: some
+settings, llguidance) record what stock does, which docs/reliability.md states: some
 it answers with its own 400, the rest end the whole server (one of those is run here, on a
 server of its own)."""
 
