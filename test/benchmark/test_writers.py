@@ -21,6 +21,10 @@ NOT_RESULTS = {
     "profile (sim/frontend_costs.json: an input, like a calibration profile)",
     ("benchmark/capacity/search.py", "write"): "the run cache under the output folder's tmp/ "
     "(git-ignored JSON lines, not a result)",
+    ("benchmark/gpu/answers.py", "write_text"): "the phases_gpu step's answer, a step file "
+    "that collect folds into the stamped stage JSON",
+    ("benchmark/gpu/carry/build.py", "write_text"): "the carry's size record (carry_size.json), "
+    "an input the tree-size test reads, unstamped so a same-spec rebuild changes nothing",
 }
 
 
