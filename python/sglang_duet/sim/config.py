@@ -54,6 +54,14 @@ class SimConfig:
                                  "(--duet-decode-graph-sizes; 0: eager spatial decode)")
     partition_min_sms: int = _f(16, "duet: fewest SMs per side of a split "
                                 "(--duet-partition-min-sms)")
+    duet_admission: str = _f("deadline", "duet: the order waiting prompts are admitted in "
+                             "(--duet-admission: fcfs, deadline, sjf; policy/admission.py)")
+    duet_aging: float = _f(3.0, "duet: a request waiting longer than this many TTFT SLOs goes "
+                           "first (--duet-aging)")
+    duet_ttft_per_token_ms: float = _f(0.0, "duet: ms of TTFT deadline added per prompt token "
+                                       "(--duet-ttft-per-token-ms)")
+    schedule_policy: str = _f("fcfs", "SGLang-based systems: --schedule-policy, the order "
+                              "SGLang admits waiting requests in (sim/schedule.py)")
     pdmux_decode_bs_divisor: int = _f(36, "sglang-pdmux: PDMuxConfig.decode_bs_divisor")
     pdmux_split_forward_budget: int = _f(65536, "sglang-pdmux: PDMuxConfig."
                                          "split_forward_token_budget (tokens x layers per loop)")
@@ -129,6 +137,15 @@ class SimConfig:
                              f"{', '.join((AUTO_ROUTER, *ROUTERS))}")
         if not self.kv_xfer_gbps > 0 or self.kv_xfer_setup_ms < 0:
             raise ValueError("--kv-xfer-gbps must be > 0 and --kv-xfer-setup-ms >= 0")
+        from sglang_duet.policy.admission import AdmissionConfig
+
+        AdmissionConfig(self.duet_admission, self.ttft_slo_ms / 1e3,
+                        self.duet_ttft_per_token_ms / 1e3, self.duet_aging)
+        from .schedule import SGLANG_ORDERS
+
+        if self.schedule_policy not in SGLANG_ORDERS:
+            raise ValueError(f"unknown --schedule-policy {self.schedule_policy!r}; choices: "
+                             f"{', '.join(SGLANG_ORDERS)}")
         if self.partition_min_sms < 1:
             raise ValueError("--partition-min-sms must be >= 1")
         if self.frontend_workers < 1:

@@ -47,6 +47,7 @@ from .policies import PlanContext, PolicySpec, check_config, get_policy
 from .replica import Replica
 from .request import Request
 from .router import SimRouter
+from .schedule import queue_order
 
 __all__ = ["SimResult", "Simulation", "simulate"]
 
@@ -114,7 +115,8 @@ class Simulation:
         def replica(i: int, role: str = "mixed", hand_off=None) -> Replica:
             return Replica(i, self.spec.make(ctx), executor, KvCache(self.sizing.num_pages, page),
                            flavor, budget, role, hand_off,  # type: ignore[arg-type]
-                           reuse_predictions, **costs.replica_kwargs())  # type: ignore[arg-type]
+                           reuse_predictions, **costs.replica_kwargs(),  # type: ignore[arg-type]
+                           order=queue_order(cfg, self.spec.name, self.spec.flavor, self.latency))
 
         self.disagg: Disagg | None = None
         if disagg:

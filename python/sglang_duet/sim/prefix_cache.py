@@ -82,3 +82,13 @@ class PrefixCache:
         for h in reversed(hashes):  # as a radix tree evicts leaves first, the tail goes first
             lru[h] = None
             lru.move_to_end(h)
+
+    def peek(self, hashes: Sequence[int], prompt_len: int) -> int:
+        """What `lookup` would return now, without touching or counting anything (an
+        admission order reads it for every waiting request)."""
+        lru, n = self._lru, 0
+        for h in hashes:
+            if h not in lru:
+                break
+            n += 1
+        return max(min(n * self.block_tokens, prompt_len - 1), 0)

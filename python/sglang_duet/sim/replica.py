@@ -2,14 +2,17 @@
 
 Request lifecycle on a replica:
 
-1. ``queue``: routed here, no KV yet (FIFO; preempted requests re-enter at the front, or at the
-   back under SGLang's schedule, ``Flavor.retract_to_back``).
+1. ``queue``: routed here, no KV yet (arrival order; preempted requests re-enter at the front,
+   or at the back under SGLang's schedule, ``Flavor.retract_to_back``). Before each admission
+   the replica's ``order`` (`sim.schedule`: the system's schedule policy, duet's admission
+   order) may reorder it.
 2. ``prefilling``: admitted -- KV pages for its whole (re)prefill are held; a prefix-cache hit
-   starts it with those tokens computed. Admission is FIFO, head-of-line blocking, up to
-   ``token_budget`` prompt tokens in flight and ``max_running`` requests, only while the pages
-   fit next to the running decodes' next step plus, for the ``sglang`` flavour, a
-   reservation of ``ratio x remaining output tokens`` (SGLang's new-token ratio: starts at 0.7,
-   decays to 0.1 over ``reserve_decay_steps`` decode steps, back to 0.7 after a retraction).
+   starts it with those tokens computed. Admission takes the queue in order, head-of-line
+   blocking, up to ``token_budget`` prompt tokens in flight and ``max_running`` requests, only
+   while the pages fit next to the running decodes' next step plus, for the ``sglang``
+   flavour, a reservation of ``ratio x remaining output tokens`` (SGLang's new-token ratio:
+   starts at 0.7, decays to 0.1 over ``reserve_decay_steps`` decode steps, back to 0.7 after a
+   retraction).
 3. ``running``: prefill done (first token sampled), one token per decode step. Before every
    iteration each running request gets the pages its next step(s) write; when they do not fit,
    requests are preempted (retract + recompute) until they do.
@@ -36,6 +39,7 @@ from .kvcache import Flavor, KvCache, kv_steps
 from .policies import Planner
 from .prefix_cache import PrefixCache
 from .request import Request
+from .schedule import QueueOrder
 
 __all__ = ["ITER_KINDS", "Flavor", "Replica"]
 
@@ -59,6 +63,7 @@ class Replica:
         reuse_predictions: bool = True,
         max_running: int = 1 << 62,
         prefix: PrefixCache | None = None,
+        order: QueueOrder | None = None,
     ) -> None:
         self.idx = idx
         self.planner = planner
@@ -69,6 +74,7 @@ class Replica:
         self.role = role
         self.on_prefilled = on_prefilled
         self.max_running, self.prefix = max_running, prefix  # sim/caps.py, sim/prefix_cache.py
+        self.order = order  # sim/schedule.py: the admission order (None: arrival order)
         # the planner predicts with the executor's own model: its predictions may be reused
         self._reuse_ok = reuse_predictions and getattr(planner, "latency", None) is (
             executor.latency)
@@ -206,6 +212,8 @@ class Replica:
         self._make_room()
         self.kv_held = False
         if self.queue:
+            if self.order is not None and len(self.queue) > 1:
+                self.queue = deque(self.order(self.queue, now, self))
             self._admit()
         if not self.running and not self.prefilling:
             return None
