@@ -120,12 +120,15 @@ class Admission:
         q = max(1, c.prompt_len - c.cached)
         return self.seconds(q, c.prompt_len - q)
 
-    def order(self, waiting: Sequence[Candidate], now: float) -> list[int]:
+    def order(self, waiting: Sequence[Candidate], now: float,
+              service_s: Sequence[float] | None = None) -> list[int]:
         """Indices of ``waiting`` in the order to admit (``now``: seconds, same clock as the
-        arrivals)."""
+        arrivals; ``service_s``: each request's prefill seconds where the caller knows them,
+        else predicted)."""
         n = len(waiting)
         if n < 2:
             return list(range(n))
+        svc = list(service_s) if service_s is not None else [self.service(c) for c in waiting]
         cut = now - self.aged_s
         aged = sorted((i for i in range(n) if waiting[i].arrival_s <= cut),
                       key=lambda i: waiting[i].arrival_s)
@@ -134,19 +137,19 @@ class Admission:
         if kind == "fcfs":
             rest.sort(key=lambda i: waiting[i].arrival_s)
         elif kind == "sjf":
-            rest.sort(key=lambda i: (self.service(waiting[i]), waiting[i].arrival_s))
+            rest.sort(key=lambda i: (svc[i], waiting[i].arrival_s))
         else:
-            rest = self._on_time_first(waiting, rest, now)
+            rest = self._on_time_first(waiting, svc, rest, now)
         return aged + rest if aged else rest
 
-    def _on_time_first(self, waiting: Sequence[Candidate], idx: list[int], now: float
-                       ) -> list[int]:
+    def _on_time_first(self, waiting: Sequence[Candidate], svc: list[float], idx: list[int],
+                       now: float) -> list[int]:
         """Moore and Hodgson's rule over ``idx`` (the module docstring)."""
         due = {i: self.deadline(waiting[i]) for i in idx}
         idx.sort(key=lambda i: (due[i], waiting[i].arrival_s))
         t, taken, late = now, [], set()
         for i in idx:
-            s = self.service(waiting[i])
+            s = svc[i]
             t += s
             heapq.heappush(taken, (-s, i))
             if t > due[i]:
