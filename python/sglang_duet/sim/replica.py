@@ -95,7 +95,7 @@ class Replica:
         self._decay = (flavor.reserve_init - flavor.reserve_min) / flavor.reserve_decay_steps
         self._admit_seq = 0
         self.outstanding = 0  # tokens still to compute here (router load)
-        self.prefill_tokens = 0  # prompt tokens prefilled here so far (hrrn's aging clock)
+        self.prefill_tokens = 0  # prompt tokens launched for prefill here (hrrn's aging clock)
         self.finished: list[Request] = []
         # statistics
         self.mode_iters: dict[str, int] = {}
@@ -245,6 +245,8 @@ class Replica:
         else:
             dreqs = [by_rid[rid] for rid in plan.decode_rids]
         chunks = [(by_rid[ch.rid], ch.length) for ch in plan.prefill]
+        # counted at launch, as SGLang's Scheduler.run_batch adds extend_num_tokens (hrrn)
+        self.prefill_tokens += sum(n for _, n in chunks)
         for r, _ in chunks:
             if r.sched_s < 0.0:
                 r.sched_s = now
@@ -361,7 +363,6 @@ class Replica:
         for r, length in chunks:
             r.computed += length
             produced += length
-            self.prefill_tokens += length
             if r.computed >= r.base:
                 self._prefilled(r, now)
                 done = True
