@@ -170,3 +170,34 @@ def test_simulation_with_lpm_runs_and_reorders(mooncake):
     base, none, _ = _run(mooncake, "fcfs")
     assert none == []  # fcfs installs no hook
     assert res is not None and base is not None
+
+
+@pytest.mark.parametrize("name", ["lpm", "dfs-weight", "lof", "hrrn"])
+def test_the_kept_state_never_changes_an_answer(name):
+    """One order object kept across passes (as a replica keeps it: it skips work while queue and
+    cache are unchanged) answers as a fresh one does, pass after pass of arrivals, admissions
+    and cache inserts and evictions."""
+    import random
+
+    rng = random.Random(7)
+    rep = replica(cached=[1, 2, 3, 21, 22])
+    kept = order(name)
+    queue, nxt = [], 0
+    for step in range(300):
+        for _ in range(rng.randrange(3)):  # arrivals: chains under a few shared heads
+            chain = [rng.randrange(1, 7)]  # a hash names its block and all before it: digits
+            for _ in range(rng.randrange(3)):
+                chain.append(chain[-1] * 10 + rng.randrange(1, 4))
+            queue.append(req(nxt, chain, out=rng.randrange(1, 50), queued=rng.randrange(500)))
+            nxt += 1
+        if rng.random() < 0.2:
+            rep.prefix.insert([rng.randrange(1, 7)])
+        if rng.random() < 0.1:
+            rep.prefix.fit(rng.randrange(4) * BT)
+        rep.prefill_tokens += rng.randrange(100)
+        if len(queue) > 1:
+            fresh = order(name)(list(queue), 0.0, rep)
+            assert kept(list(queue), 0.0, rep) == fresh, step
+            queue = fresh
+        if queue and rng.random() < 0.5:
+            queue.pop(0)  # admitted

@@ -198,8 +198,14 @@ def _dfs_weight(cfg: SimConfig) -> QueueOrder | None:
 def _lof(cfg: SimConfig) -> QueueOrder | None:
     """`SchedulePolicy._sort_by_longest_output`: max_new_tokens = the replay's output length."""
 
+    last: list[list[Request] | None] = [None]
+
     def order(queue: Iterable[Request], now: float, rep: Replica) -> list[Request]:
-        return sorted(queue, key=lambda r: -r.output_len)
+        reqs = list(queue)
+        if reqs != last[0]:
+            reqs.sort(key=lambda r: -r.output_len)
+            last[0] = reqs
+        return reqs
 
     return order
 

@@ -235,7 +235,15 @@ def test_tiny_sweep_writes_json_plot_and_table_and_reuses_its_cache(tmp_path, mo
         assert r["best"]["run_length"]["requests"] == 240
         pts = r["best"]["points"]
         assert pts == sorted(pts, key=lambda p: (p["requests"], p["qps"]))
-    assert body["ratios"]["best_alternative"] == "sglang-chunked"
+    # sglang-chunked's best setting and its hrrn reference row (after SGLang 0.5.17): the
+    # higher of the two is the best alternative; duet has no reference row
+    chunked = body["policies"]["sglang-chunked"]
+    ref = chunked["reference_hrrn"]
+    assert ref["setting"] == {**chunked["best"]["setting"], "schedule_policy": "hrrn"}
+    assert "reference_hrrn" not in body["policies"]["duet"]
+    alts = {"sglang-chunked": chunked["best"]["capacity_qps"],
+            "sglang-chunked+hrrn": ref["capacity_qps"]}
+    assert body["ratios"]["best_alternative"] == max(alts, key=alts.get)
     assert (tmp_path / "azure-code-qwen3-8b-tp1.png").stat().st_size > 1000
     md = (tmp_path / "README.md").read_text()
     assert "| duet |" in md and "best-tuned" in md
