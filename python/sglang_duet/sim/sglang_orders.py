@@ -32,13 +32,16 @@ SGLang 0.5.17 (the version our baselines run):
 * With the radix cache disabled (``--disable-radix-cache``; ``SimConfig.prefix_cache`` False)
   ``lpm`` and ``dfs-weight`` become ``fcfs`` (`_validate_and_adjust_policy`).
 
-After 0.5.17 (sgl-project/sglang PR #32911, the same file upstream), kept as a reference row:
+After 0.5.17 (sgl-project/sglang PR #32911; read in the same file at upstream commit
+00550cd11b35), kept as a reference row:
 
 * ``hrrn``: highest response ratio next with token aging (`_sort_by_hrrn`). The scheduler counts
-  the prompt tokens it has prefilled (each batch's ``extend_num_tokens``, `Scheduler.run_batch`),
-  and a request records the count when it enters the waiting queue (again when a retraction
-  requeues it); its ratio is ``(count now - count at entry) / uncached prompt tokens``
-  (`_uncached_len`: prompt minus the cached match), the waited work standing in for waited time
+  the prompt tokens it launches for prefill (each batch's ``extend_num_tokens``, added in
+  `Scheduler.run_batch`; `Replica.prefill_tokens`), and a request records the count when it
+  enters the waiting queue (`Scheduler._add_request_to_queue`, which a retraction's requeue
+  goes through too; ``Request.queued_tokens``); its ratio is ``(count now - count at entry) /
+  uncached prompt tokens`` (`_uncached_len`: prompt minus the cached match), the waited work
+  standing in for waited time
   over service time. Highest ratio first; nothing left to prefill goes first; requests held
   back by the in-batch rule above go last; ties by request id, a random uuid in SGLang (here a
   fixed scramble of the request index). It is cache-aware upstream: the same 128-request
