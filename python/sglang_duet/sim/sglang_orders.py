@@ -41,11 +41,11 @@ After 0.5.17 (sgl-project/sglang PR #32911; read in the same file at upstream co
   enters the waiting queue (`Scheduler._add_request_to_queue`, which a retraction's requeue
   goes through too; ``Request.queued_tokens``); its ratio is ``(count now - count at entry) /
   uncached prompt tokens`` (`_uncached_len`: prompt minus the cached match), the waited work
-  standing in for waited time
-  over service time. Highest ratio first; nothing left to prefill goes first; requests held
-  back by the in-batch rule above go last; ties by request id, a random uuid in SGLang (here a
-  fixed scramble of the request index). It is cache-aware upstream: the same 128-request
-  fallback (which upstream covers ``lpm`` and ``hrrn``) and the same fcfs without a radix cache.
+  standing in for waited time over service time. Highest ratio first; nothing left to prefill
+  goes first; requests held back by the in-batch rule above go last; ties by request id, a
+  random uuid in SGLang (here a fixed scramble of the request index). It is cache-aware
+  upstream: the same 128-request fallback (which upstream covers ``lpm`` and ``hrrn``) and the
+  same fcfs without a radix cache.
 
 What the simulator does not follow: SGLang's match also refreshes the matched nodes' access
 time (so waiting requests' prefixes are evicted last); `PrefixCache.peek` does not touch.
