@@ -32,7 +32,7 @@ from sglang_duet.sim.policies import POLICIES
 
 from .bound import physical_bound
 from .queue_bound import checked_queue_bound
-from .report import OURS, write_index
+from .report import alternatives, shown, write_index
 from .search import Cluster, Setting
 
 __all__ = ["DOC_BEGIN", "DOC_END", "MARK_BEGIN", "MARK_END", "doc_block", "limit_of", "lower_run",
@@ -86,12 +86,14 @@ def _case(path: str) -> dict[str, Any]:
     queue = checked_queue_bound(cfg, int(result["config"]["requests"]), cluster.target)
     pols = result["policies"]
     best = {p: float(r["best"]["capacity_qps"]) for p, r in pols.items()}
-    alts = {p: v for p, v in best.items() if p not in OURS}
+    rows = alternatives(pols)  # reference rows (<policy>+hrrn, after SGLang 0.5.17) included
+    alts = {name: float(e["capacity_qps"]) for name, (_, e) in rows.items()}
     alt = max(alts, key=lambda p: alts[p])
     duet, b = best["duet"], bound["capacity_qps"]
     qb = min(b, queue["queue_qps"])  # the queue-aware figure: the lower of the two
     target, kind = target_of(alts[alt], b)
-    low = {p: lower_run(r["best"]) for p, r in pols.items() if p not in OURS or p == "duet"}
+    low = {"duet": lower_run(pols["duet"]["best"]),
+           **{name: lower_run(e) for name, (_, e) in rows.items()}}
     low_alt = max((p for p in low if p != "duet"), key=lambda p: low[p])
     return {
         "file": os.path.basename(path),
@@ -100,9 +102,15 @@ def _case(path: str) -> dict[str, Any]:
         "duet": duet, "duet_default": float(pols["duet"]["default"]["capacity_qps"]),
         "duet_paper": best.get("duet-paper"),
         "best_alternative": alt, "best_alternative_qps": alts[alt],
-        "best_alternative_setting": pols[alt]["best"]["label"],
-        "routers": {p: _router(cluster, p, pols[p]["best"]) for p in ("duet", alt)},
+        "best_alternative_setting": rows[alt][1]["label"],
+        # a reference row's name as the tables give it (`report.shown`), where it differs
+        **({"best_alternative_shown": shown(alt)} if shown(alt) != alt else {}),
+        "routers": {"duet": _router(cluster, "duet", pols["duet"]["best"]),
+                    alt: _router(cluster, rows[alt][0], rows[alt][1])},
         "alternatives": alts,
+        # the alternatives that are reference rows (SGLang after 0.5.17), where there are any
+        **({"references": refs} if (refs := {name: shown(name) for name in rows
+                                             if name not in pols}) else {}),
         "vs_best_alternative": round(duet / alts[alt], 3),
         "lower_run": {"duet": low["duet"], "best_alternative": low_alt,
                       "best_alternative_qps": low[low_alt],
@@ -166,10 +174,17 @@ def _q(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}" if v < 10 else f"{v:.1f}"
 
 
+def _shown(c: dict[str, Any]) -> str:
+    """The best alternative's name as the tables give it (a reference row says it needs SGLang
+    after 0.5.17; summaries written before reference rows existed carry no such name)."""
+    return c.get("best_alternative_shown") or c["best_alternative"]
+
+
 def _lower(low: dict[str, Any] | None) -> str:
     if not low:
         return "-"
-    return (f"{_q(low['duet'])} vs {low['best_alternative']} {_q(low['best_alternative_qps'])}: "
+    return (f"{_q(low['duet'])} vs {shown(low['best_alternative'])} "
+            f"{_q(low['best_alternative_qps'])}: "
             f"{low['vs_best_alternative']:.2f}x")
 
 
@@ -193,7 +208,7 @@ def table(summary: dict[str, Any]) -> str:
                                                    else " (below it)")
         lines.append(
             f"| {_label(c)} | {_q(c['duet'])} | {_q(c['duet_paper'])} | "
-            f"{c['best_alternative']} {_q(c['best_alternative_qps'])} "
+            f"{_shown(c)} {_q(c['best_alternative_qps'])} "
             f"({c['best_alternative_setting']}) | {c['vs_best_alternative']:.2f}x | "
             f"{_lower(c.get('lower_run'))} | "
             f"{_q(c['bound_qps'])} | {c['duet_share_of_bound']:.0%} | "
@@ -212,7 +227,7 @@ def short_table(summary: dict[str, Any]) -> str:
              "| --- | ---: | --- | ---: | ---: |"]
     for c in summary["cases"]:
         lines.append(
-            f"| {_label(c)} | {_q(c['duet'])} | {c['best_alternative']} "
+            f"| {_label(c)} | {_q(c['duet'])} | {_shown(c)} "
             f"{_q(c['best_alternative_qps'])} ({c['best_alternative_setting']}) | "
             f"{c['vs_best_alternative']:.2f}x | {c['duet_share_of_bound']:.0%}, "
             f"{c['alternative_share_of_bound']:.0%} |")

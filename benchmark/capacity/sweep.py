@@ -20,7 +20,12 @@ Per policy (the policies run in parallel worker processes, each on the same arri
    setting whose probe failed (step 2) has its shorter-run capacity searched first: failing
    just above the best shorter run does not say how it fares over the longer one;
 4. at the best setting: Sarathi-Serve's capacity (``search.sarathi_passes``) and the saturation
-   throughput, the served rate over the steady-state window at twice the capacity.
+   throughput, the served rate over the steady-state window at twice the capacity;
+5. for the SGLang-based systems (``tuning.HRRN_REFERENCE``), the reference row "SGLang after
+   0.5.17": the best setting with ``schedule_policy=hrrn`` (SGLang PR #32911, not in the 0.5.17
+   the tuned rows run), its capacity found and length-checked by the rule of step 3
+   (``reference_hrrn``: setting, label, capacity_qps, run_length). It is not a tuned value;
+   `summary.py` counts it as an alternative of its own, ``<policy>+hrrn``.
 
 Capacities are Poisson QPS (req/s) on the whole cluster.
 """
@@ -46,10 +51,12 @@ from .search import (
     run_length,
     sarathi_passes,
 )
-from .tuning import knobs_for
+from .tuning import HRRN_REFERENCE, knobs_for
 
-__all__ = ["COARSE_TOL", "DEFAULT_REQUESTS", "FINE_TOL", "LENGTH_TOL", "START_QPS",
-           "SweepConfig", "run_sweep"]
+__all__ = ["AFTER_0_5_17", "COARSE_TOL", "DEFAULT_REQUESTS", "FINE_TOL", "LENGTH_TOL",
+           "START_QPS", "SweepConfig", "run_sweep"]
+
+AFTER_0_5_17 = "SGLang after 0.5.17 (schedule_policy=hrrn, sgl-project/sglang PR #32911)"
 
 COARSE_TOL, FINE_TOL = 0.05, 0.025
 # requests per run: about 100-4,000 s of arrivals at the policies' capacities on 2 GPUs; the
@@ -111,7 +118,8 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
     failed: dict[Setting, float] = {}  # settings whose probe failed: the QPS it failed at
     if cfg.tune:
         for knob in knobs_for(policy, cl.gpus, cl.model, cfg.quick, cl.tp,
-                              route="router" not in cl.base):
+                              route="router" not in cl.base,
+                              schedule="schedule_policy" not in cl.base):
             for value in knob.values:
                 s = best
                 for k, v in value.items():
@@ -173,6 +181,11 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
         extra["sarathi_qps"] = search(best, n, best_cap, FINE_TOL, sarathi_passes)
         sat = evaluate(cl, best, 2 * best_cap, n).metrics["steady"]
         extra["saturation_rps"] = sat["served_rps"]
+    if cfg.tune and policy in HRRN_REFERENCE and "schedule_policy" not in cl.base:
+        ref = best.with_knob("schedule_policy", "hrrn")  # step 5
+        cap = search(ref, n, best_cap or cfg.start_qps, FINE_TOL)
+        row = length_checked(ref, cap) if cfg.length_check and cap > 0 else summary(ref, cap)
+        out["reference_hrrn"] = {"note": AFTER_0_5_17, **row}
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 
