@@ -73,7 +73,7 @@ def test_router_is_tuned_last_where_there_are_replicas_to_route_among():
     assert routers("vllm-chunked") == routers("dynamo") == routers("duet-paper") == []
     assert routers("duet", gpus=2, tp=2) == []  # one replica
     assert "router" not in [k.name for k in knobs_for("duet", 2, "qwen3-8b", route=False)]
-    assert [k.name for k in knobs_for("duet", 2, "qwen3-14b", tp=2)][-1] == "duet_tbt_headroom_ms"
+    assert [k.name for k in knobs_for("duet", 2, "qwen3-14b", tp=2)][-1] == "duet_admission"
 
 
 def test_coordinate_descent_keeps_only_improvements(monkeypatch):
@@ -371,3 +371,53 @@ def test_the_sweep_table_and_ratios_carry_the_hrrn_reference_row():
     md = report.markdown(result)
     assert "| sglang-chunked+hrrn (SGLang after 0.5.17) | - | 1.5 | schedule_policy=hrrn |" in md
     assert "best alternative (sglang-chunked+hrrn (SGLang after 0.5.17)): 0.80x" in md
+
+
+def _committed(monkeypatch, limit, policy="sglang-chunked", knobs=("token_budget",)):
+    """A sweep of ``policy`` as committed before ``schedule_policy`` existed: its trials cover
+    only ``knobs`` (the fake runs pass below ``limit``)."""
+    ev, calls = _fake_evaluate(limit)
+    for mod in (search, sweep):
+        monkeypatch.setattr(mod, "evaluate", ev)
+    monkeypatch.setattr(sweep, "knobs_for", lambda *a, **k: tuple(
+        kb for kb in knobs_for(*a, **k) if kb.name in knobs))
+    cfg = sweep.SweepConfig(Cluster("azure-code"), (policy,), 100, 8.0)
+    old = sweep.sweep_policy(cfg, policy)
+    monkeypatch.setattr(sweep, "knobs_for", knobs_for)
+    old.pop("reference_hrrn", None)
+    calls.clear()
+    return cfg, old, calls
+
+
+def test_a_committed_sweep_carries_on_over_the_knobs_it_never_tried(monkeypatch):
+    """lpm wins (33 against fcfs's 30 at chunk 1024): the descent continues from the committed
+    best over schedule_policy (and the router after it), never the chunk sizes again; the
+    default and the old trials are kept, the new best is length-checked and hrrn added."""
+    def limit(s, n):
+        k = dict(s.knobs)
+        return (30.0 if k.get("token_budget") == 1024 else 20.0) + (
+            3.0 if k.get("schedule_policy") == "lpm" else 0.0)
+
+    cfg, old, calls = _committed(monkeypatch, limit)
+    r = sweep.sweep_policy(cfg, "sglang-chunked", old)
+    assert r["default"] == old["default"]
+    assert r["trials"][:len(old["trials"])] == old["trials"]
+    new = [t["knob"] for t in r["trials"][len(old["trials"]):]]
+    assert new == ["schedule_policy"] * 3 + ["router"] * 2
+    assert not any(dict(s.knobs).get("token_budget") not in (1024, None) for s, _, _ in calls)
+    assert r["best"]["setting"] == {"schedule_policy": "lpm", "token_budget": 1024}
+    assert 33 / 1.025 <= r["best"]["capacity_qps"] <= 33.0 and r["best"]["run_length"]["ok"]
+    assert r["reference_hrrn"]["setting"]["schedule_policy"] == "hrrn"
+    assert r["extended"]["knobs"] == ["schedule_policy", "router"]
+
+
+def test_a_committed_best_that_stands_is_kept_with_its_run_at_capacity_refreshed(monkeypatch):
+    cfg, old, calls = _committed(monkeypatch, lambda s, n: 30.0)
+    r = sweep.sweep_policy(cfg, "sglang-chunked", old)
+    assert r["best"]["setting"] == old["best"]["setting"]
+    assert r["best"]["capacity_qps"] == old["best"]["capacity_qps"]
+    assert r["best"]["run_length"] == old["best"]["run_length"]  # not searched again
+    refreshed = [c for c in calls if c[1] == round(old["best"]["capacity_qps"], 4)
+                 and dict(c[0].knobs) == old["best"]["setting"]]
+    assert refreshed  # its run at capacity, re-evaluated
+    assert "reference_hrrn" in r and r["extended"]["knobs"]
