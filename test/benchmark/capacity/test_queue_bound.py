@@ -18,6 +18,7 @@ from benchmark.capacity.queue_bound import (
     ordered_first_tokens,
     prefill_rate,
     queue_bound,
+    sjf_first_tokens,
     window_passes,
 )
 from benchmark.capacity.search import Cluster, Setting
@@ -139,3 +140,15 @@ def test_the_best_order_bound_is_at_least_fcfs_on_mooncake():
     assert q["queue_best_qps"] >= q["queue_qps"]
     assert q["queue_best_order"] in ("fcfs", *BEST_ORDERS)
     assert q["queue_best_qps"] == max(q["queue_order_qps"].values())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_sjf_heaps_equal_the_readable_order(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    arr = np.sort(rng.uniform(0, 60, n))
+    svc = rng.choice([0.05, 0.3, 1.0, 4.0], n) * rng.uniform(0.5, 1.5, n)
+    adm = Admission(AdmissionConfig("sjf", 2.0, aging=3.0), lambda q, c: 0.0)
+    for servers in (1, 2):
+        want = ordered_first_tokens(arr, svc, servers, adm)
+        assert np.allclose(sjf_first_tokens(arr, svc, servers, adm.aged_s), want)
