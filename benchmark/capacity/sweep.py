@@ -28,8 +28,9 @@ Per policy (the policies run in parallel worker processes, each on the same arri
    `summary.py` counts it as an alternative of its own, ``<policy>+hrrn``.
 
 A committed sweep can be *carried on* (``resume``: ``python -m benchmark.capacity --extend``) when
-knobs were added since it ran (issue #48's admission orders): the descent continues from its
-best setting over the knobs its trials never tried, with its default and trials kept; steps 3
+knobs were added since it ran (issue #48's admission orders): the defaults' capacity is searched
+again (a default may have changed: duet's admission order did), and the descent continues from
+the committed best setting over the knobs its trials never tried, its trials kept; steps 3
 and 4 run again only when a new value wins (else the committed best stands, its run at capacity
 re-evaluated so that the newer statistics, e.g. the fairness columns, are there), and step 5
 runs where it never did (``extended``: the knobs added and the commit they ran at). A full
@@ -131,7 +132,8 @@ def sweep_policy(cfg: SweepConfig, policy: str, resume: dict[str, Any] | None = 
     else:
         old_best = resume["best"]
         best = Setting(policy, tuple(sorted(old_best["setting"].items())))
-        cap0 = resume["default"]["capacity_qps"]
+        # searched again: a default may have changed since (duet's admission order did)
+        cap0 = search(default, n, resume["default"]["capacity_qps"] or cfg.start_qps, FINE_TOL)
         best_cap = old_best.get("short_run_qps", old_best["capacity_qps"])
         trials = list(resume["trials"])
         tried = {t["knob"] for t in trials}
@@ -165,7 +167,8 @@ def sweep_policy(cfg: SweepConfig, policy: str, resume: dict[str, Any] | None = 
             best_cap = search(best, n, best_cap, FINE_TOL)
             passed[best] = best_cap
     if resume is not None and best == first_best:  # the committed best stands (steps 3-4)
-        return _carried(cfg, policy, resume, trials, knobs, t0)
+        return {**_carried(cfg, policy, resume, trials, knobs, t0),
+                "default": summary(default, cap0)}
 
     def length_checked(s: Setting, cap: float) -> dict[str, Any]:
         """``summary`` of ``s`` with its run-length check; its figure is ``capacity_qps``."""
@@ -178,8 +181,8 @@ def sweep_policy(cfg: SweepConfig, policy: str, resume: dict[str, Any] | None = 
                          capacity_from="2x run", short_run_qps=cap)
         return out_s
 
-    out: dict[str, Any] = {"default": resume["default"] if resume else summary(default, cap0),
-                           "best": summary(best, best_cap), "trials": trials}
+    out: dict[str, Any] = {"default": summary(default, cap0), "best": summary(best, best_cap),
+                           "trials": trials}
     if cfg.length_check and best_cap > 0:
         out["best"] = length_checked(best, best_cap)
         if out["best"].get("capacity_from") == "2x run":  # another setting may hold up better

@@ -400,7 +400,7 @@ def test_a_committed_sweep_carries_on_over_the_knobs_it_never_tried(monkeypatch)
 
     cfg, old, calls = _committed(monkeypatch, limit)
     r = sweep.sweep_policy(cfg, "sglang-chunked", old)
-    assert r["default"] == old["default"]
+    assert r["default"]["capacity_qps"] == old["default"]["capacity_qps"]  # searched again
     assert r["trials"][:len(old["trials"])] == old["trials"]
     new = [t["knob"] for t in r["trials"][len(old["trials"]):]]
     assert new == ["schedule_policy"] * 3 + ["router"] * 2
