@@ -36,7 +36,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["ADMISSION_ORDERS", "Admission", "AdmissionConfig", "Candidate", "fit_prefill_seconds"]
+from ..latency import Batch
+
+__all__ = ["ADMISSION_ORDERS", "Admission", "AdmissionConfig", "Candidate", "fit_prefill_seconds",
+           "model_prefill_seconds"]
 
 ADMISSION_ORDERS = ("fcfs", "deadline", "sjf")
 
@@ -85,6 +88,14 @@ def fit_prefill_seconds(predict: PrefillSeconds) -> PrefillSeconds:
         return a * q + b * q * (c + q / 2.0) + d
 
     return seconds
+
+
+def model_prefill_seconds(latency: object) -> PrefillSeconds:
+    """`fit_prefill_seconds` of one request's whole-device prefill as ``latency`` (a
+    `sglang_duet.latency.LatencyModel`) predicts it: what the runtime's scheduler and router
+    order by, fitted once at start-up."""
+    return fit_prefill_seconds(
+        lambda q, c: latency.predict(Batch([q], [c])).total_s)  # type: ignore[attr-defined]
 
 
 def _lstsq(rows: list[tuple[float, float, float]], ys: list[float]) -> tuple[float, ...]:
