@@ -121,7 +121,7 @@ class Admission:
 
     `reference_order` states the rule readably; `order` returns the same list faster, as every
     driver calls it once per iteration over the whole queue (a runtime with 256 waiting
-    requests): each candidate's seconds are kept by ``(prompt_len, cached)``, and the last answer
+    requests): each candidate's seconds are kept by the candidate, and the last answer
     is reused while the queue is equal and ``now`` has not reached the first moment that would
     change it (a request crossing the aging bound, or a Moore-Hodgson comparison flipping:
     `_Memo`). Candidates may be plain ``(arrival_s, prompt_len, cached)`` tuples."""
@@ -132,7 +132,7 @@ class Admission:
         self.cfg = cfg
         self.seconds = seconds
         self.aged_s = cfg.aging * cfg.ttft_slo_s
-        self._secs: dict[tuple[int, int], float] = {}
+        self._secs: dict[tuple[float, int, int], tuple[float, float]] = {}
         self._memo: _Memo | None = None
 
     def deadline(self, c: Candidate) -> float:
@@ -155,19 +155,23 @@ class Admission:
         self._memo = _Memo(list(waiting), now, until, result)
         return list(result)
 
-    def _service_of(self, waiting: Sequence[Candidate]) -> list[float]:
-        secs, seconds = self._secs, self.seconds
-        if len(secs) > self._SECONDS_KEPT:
-            secs.clear()
-        out = []
+    def _costs_of(self, waiting: Sequence[Candidate]) -> tuple[list[float], list[float]]:
+        """Each candidate's `service` seconds and `deadline`, kept by the candidate itself (a
+        tuple: its arrival, prompt and cached tokens), so that a request seen in an earlier
+        queue costs one lookup."""
+        kept, seconds = self._secs, self.seconds
+        if len(kept) > self._SECONDS_KEPT:
+            kept.clear()
+        slo, per = self.cfg.ttft_slo_s, self.cfg.per_token_s
+        serv, due = [], []
         for c in waiting:
-            key = (c[1], c[2])
-            s = secs.get(key)
-            if s is None:
+            sd = kept.get(c)
+            if sd is None:
                 q = max(1, c[1] - c[2])
-                s = secs[key] = seconds(q, c[1] - q)
-            out.append(s)
-        return out
+                sd = kept[c] = (seconds(q, c[1] - q), c[0] + slo + per * c[1])
+            serv.append(sd[0])
+            due.append(sd[1])
+        return serv, due
 
     def _compute(self, waiting: Sequence[Candidate], now: float) -> tuple[list[int], float]:
         """`reference_order` and the first ``now`` at which it may differ (seconds; less a
@@ -186,7 +190,7 @@ class Admission:
         if kind == "fcfs":
             rest.sort(key=arr.__getitem__)
         elif kind == "sjf":
-            serv = self._service_of(waiting)
+            serv = self._costs_of(waiting)[0]
             rest = [i for _, _, i in sorted([(serv[i], arr[i], i) for i in rest])]
         elif rest:
             rest, flip = self._on_time_first_fast(waiting, rest, arr, now)
@@ -199,9 +203,8 @@ class Admission:
         would come out otherwise (t is ``now`` plus the work taken so far). The same steps, in
         cheaper form: floats sorted by one key (tuples only where deadlines tie), the heap built
         at the first late request, a push and pop as one `heapq.heappushpop`."""
-        slo, per = self.cfg.ttft_slo_s, self.cfg.per_token_s
-        serv = self._service_of(waiting)
-        due = [arr[i] + slo + per * waiting[i][1] for i in idx]
+        serv, dues = self._costs_of(waiting)
+        due = dues if len(idx) == len(dues) else [dues[i] for i in idx]
         m = len(idx)
         pos = sorted(range(m), key=due.__getitem__)
         if len(set(due)) < m:  # ties: by arrival, then by index (the reference's stable sort)
