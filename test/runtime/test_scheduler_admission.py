@@ -5,12 +5,17 @@ permutation is what every rank applies."""
 
 from __future__ import annotations
 
+import concurrent.futures as cf
+import json
+import time
 from types import SimpleNamespace as NS
 
 import pytest
 
+from helpers.reference import prompts
 from sglang_duet.args import DuetArgs
 from sglang_duet.latency import LatencyModel, get_hardware, get_model
+from sglang_duet.local_server import http_json
 from sglang_duet.policy import BatchPlan
 from sglang_duet.policy.admission import Admission
 from sglang_duet.runtime import bridge, lookahead, tp_groups
@@ -152,3 +157,63 @@ def test_components_fit_the_admission_once(latency):
     assert (adm.cfg.order, adm.cfg.ttft_slo_s, adm.cfg.per_token_s, adm.cfg.aging) == (
         "deadline", 2.0, 0.0005, 2.0)
     assert 0 < adm.seconds(300, 0) < adm.seconds(60_000, 0)
+
+
+# ---- a real server on this CPU: the order it really admits ------------------------------------
+
+
+def _waiting(srv) -> int:
+    return sum(x["num_waiting_reqs"] for x in http_json(srv.url + "/v1/loads")["loads"])
+
+
+def _admitted(srv, order: str, tmp_path) -> tuple[list[str], dict[str, list[int]]]:
+    """With one running request at a time, a blocker decodes while a long prompt and then three
+    short ones queue (each seen queued before the next is sent); the blocker is aborted and the
+    queue drains one request at a time. Returns the rids in the order they decoded (the plan log's
+    ``decode_rids``, which holds the one running request) and each request's output ids."""
+    plan = str(tmp_path / f"plan-{order}")
+    srv = srv(["--max-running-requests", "1", "--duet-admission", order, "--duet-plan-log", plan])
+    long_p, *shorts = prompts(4, [600, 20, 24, 28], seed=3)
+    jobs = [("long", long_p)] + [(f"s{i}", p) for i, p in enumerate(shorts)]
+
+    def send(rid, ids, n):
+        body = {"rid": rid, "input_ids": ids,
+                "sampling_params": {"max_new_tokens": n, "temperature": 0.0, "ignore_eos": True}}
+        return http_json(srv.url + "/generate", body, timeout=600)
+
+    def wait_for(cond, what):
+        deadline = time.time() + 120
+        while not cond():
+            assert time.time() < deadline, what
+            time.sleep(0.05)
+
+    with cf.ThreadPoolExecutor(len(jobs) + 1) as ex:
+        blocker = ex.submit(send, "blocker", prompts(1, [8], seed=4)[0], 3500)
+        wait_for(lambda: "blocker" in open(plan + ".tp0.dp0").read(), "the blocker runs")
+        futures = {}
+        for k, (rid, ids) in enumerate(jobs, 1):
+            futures[rid] = ex.submit(send, rid, ids, 3)
+            wait_for(lambda k=k: _waiting(srv) == k, f"{rid} queued behind the blocker")
+        assert not blocker.done()  # all four queued while it still ran
+        http_json(srv.url + "/abort_request", {"rid": "blocker"})
+        outputs = {rid: f.result()["output_ids"] for rid, f in futures.items()}
+        blocker.result()
+    seen: list[str] = []
+    with open(plan + ".tp0.dp0") as f:
+        for line in f:
+            for rid in json.loads(line)["decode_rids"]:
+                if rid in futures and rid not in seen:  # not the blocker nor a warm-up
+                    seen.append(rid)
+    return seen, outputs
+
+
+@pytest.mark.server
+def test_server_admits_short_prompts_first_with_sjf_and_in_arrival_order_with_fcfs(
+        fresh_server, tmp_path):
+    """#48 item 6's CPU check: the runtime really reorders SGLang's queue. Greedy, fixed output
+    lengths; no timing thresholds (the waits only sequence the arrivals)."""
+    sjf, out_sjf = _admitted(fresh_server, "sjf", tmp_path)
+    fcfs, out_fcfs = _admitted(fresh_server, "fcfs", tmp_path)
+    assert sjf == ["s0", "s1", "s2", "long"]
+    assert fcfs == ["long", "s0", "s1", "s2"]
+    assert out_sjf == out_fcfs  # the order changes when, not what, each request gets
