@@ -170,11 +170,25 @@ class PolicyInputs(NamedTuple):
     waiting: list[ReqState]
 
 
-def policy_inputs(running: Sequence[Any], waiting: Iterable[Any], chunked: Any | None
-                  ) -> PolicyInputs:
+def policy_inputs(running: Sequence[Any], waiting: Iterable[Any], chunked: Any | None,
+                  tokens: int | None = None) -> PolicyInputs:
     """(decodes, waiting) in the order SGLang's prefill adder visits them: the request whose
-    prompt is being chunked first, then the waiting queue in its (already prioritised) order."""
+    prompt is being chunked first, then the waiting queue in its (already prioritised) order.
+    ``tokens``: the waiting queue is translated only until its prompts hold more than this
+    many tokens still to compute (give the policy's token budget: the plan, `backlog`,
+    `kv_held` and `claimed_tokens` read nothing beyond; a queue of 256 would otherwise cost a
+    record each every iteration); None: all of it."""
     decodes = [decode_state(r) for r in running if not r.finished()]
     queue = [waiting_state(chunked)] if chunked is not None else []
-    queue.extend(waiting_state(r) for r in waiting if r is not chunked)
+    if tokens is None:
+        queue.extend(waiting_state(r) for r in waiting if r is not chunked)
+        return PolicyInputs(decodes, queue)
+    left = tokens - sum(r.remaining_prompt for r in queue)
+    for r in waiting:
+        if left < 0:
+            break
+        if r is not chunked:
+            state = waiting_state(r)
+            queue.append(state)
+            left -= state.remaining_prompt
     return PolicyInputs(decodes, queue)

@@ -151,7 +151,8 @@ class DuetScheduler(Scheduler):
         broadcast together, so that every rank runs the same plan and the same steps; with them
         ``order``, the permutation rank 0 applied to its waiting queue, which the other ranks
         apply to theirs."""
-        decodes, waiting = bridge.policy_inputs(running.reqs, self.waiting_queue, self.chunked_req)
+        decodes, waiting = bridge.policy_inputs(running.reqs, self.waiting_queue, self.chunked_req,
+                                                self.duet_policy.token_budget)
         budget = self.duet_policy.token_budget - len(decodes)
         slots = bridge.free_slots(self)  # the allocator's and prefix cache's, read once
         held = bridge.kv_held(waiting, bridge.free_kv_tokens(self, running.reqs, slots), budget,
