@@ -207,7 +207,9 @@ class Admission:
         due = dues if len(idx) == len(dues) else [dues[i] for i in idx]
         m = len(idx)
         pos = sorted(range(m), key=due.__getitem__)
-        if len(set(due)) < m:  # ties: by arrival, then by index (the reference's stable sort)
+        # ties: by arrival, then by index (the reference's stable sort); where every arrival
+        # is the same (the router's stand-in queue), the stable sort by deadline already is
+        if len(set(due)) < m and len({arr[i] for i in idx}) > 1:
             pos.sort(key=lambda k: (due[k], arr[idx[k]]))
         order = [idx[k] for k in pos]
         t, kept, late = now, [], []
