@@ -155,23 +155,21 @@ class Admission:
         self._memo = _Memo(list(waiting), now, until, result)
         return list(result)
 
-    def _costs_of(self, waiting: Sequence[Candidate]) -> tuple[list[float], list[float]]:
-        """Each candidate's `service` seconds and `deadline`, kept by the candidate itself (a
-        tuple: its arrival, prompt and cached tokens), so that a request seen in an earlier
-        queue costs one lookup."""
-        kept, seconds = self._secs, self.seconds
+    def _costs_of(self, waiting: Sequence[Candidate]) -> tuple[Sequence[float], ...]:
+        """(service seconds, deadlines) of the candidates (`service`, `deadline`), each pair
+        kept by the candidate itself (a tuple: its arrival, prompt and cached tokens), so that
+        a request seen in an earlier queue costs one lookup."""
+        kept = self._secs
         if len(kept) > self._SECONDS_KEPT:
             kept.clear()
-        slo, per = self.cfg.ttft_slo_s, self.cfg.per_token_s
-        serv, due = [], []
-        for c in waiting:
-            sd = kept.get(c)
-            if sd is None:
-                q = max(1, c[1] - c[2])
-                sd = kept[c] = (seconds(q, c[1] - q), c[0] + slo + per * c[1])
-            serv.append(sd[0])
-            due.append(sd[1])
-        return serv, due
+        get, miss = kept.get, self._cost
+        return tuple(zip(*[get(c) or miss(c) for c in waiting], strict=True))
+
+    def _cost(self, c: Candidate) -> tuple[float, float]:
+        q = max(1, c[1] - c[2])
+        pair = self._secs[c] = (self.seconds(q, c[1] - q),
+                                c[0] + self.cfg.ttft_slo_s + self.cfg.per_token_s * c[1])
+        return pair
 
     def _compute(self, waiting: Sequence[Candidate], now: float) -> tuple[list[int], float]:
         """`reference_order` and the first ``now`` at which it may differ (seconds; less a
@@ -179,13 +177,13 @@ class Admission:
         n = len(waiting)
         cut, aged_s = now - self.aged_s, self.aged_s
         arr = [c[0] for c in waiting]
-        aged = [i for i in range(n) if arr[i] <= cut]
-        if aged:
-            aged.sort(key=arr.__getitem__)
-            rest = [i for i in range(n) if arr[i] > cut]
+        first = min(arr)
+        if first > cut:  # nobody past the aging bound (the usual case): no pass over the queue
+            aged, rest, until = [], list(range(n)), first + aged_s
         else:
-            rest = list(range(n))
-        until = min((arr[i] for i in rest), default=float("inf")) + aged_s
+            aged = sorted((i for i in range(n) if arr[i] <= cut), key=arr.__getitem__)
+            rest = [i for i in range(n) if arr[i] > cut]
+            until = min((arr[i] for i in rest), default=float("inf")) + aged_s
         kind = self.cfg.order
         if kind == "fcfs":
             rest.sort(key=arr.__getitem__)
@@ -201,26 +199,22 @@ class Admission:
                             arr: list[float], now: float) -> tuple[list[int], float]:
         """`_on_time_first`, plus the least ``now`` at which one of its comparisons ``t > due``
         would come out otherwise (t is ``now`` plus the work taken so far). The same steps, in
-        cheaper form: floats sorted by one key (tuples only where deadlines tie), the heap built
-        at the first late request, a push and pop as one `heapq.heappushpop`."""
-        serv, dues = self._costs_of(waiting)
-        due = dues if len(idx) == len(dues) else [dues[i] for i in idx]
-        m = len(idx)
-        pos = sorted(range(m), key=due.__getitem__)
+        cheaper form: indices sorted by one float key (tuples only where deadlines tie), the
+        heap built at the first late request, a push and pop as one `heapq.heappushpop`."""
+        serv, due = self._costs_of(waiting)
+        order = sorted(idx, key=due.__getitem__)  # stable: equal keys keep ascending indices
         # ties: by arrival, then by index (the reference's stable sort); where every arrival
-        # is the same (the router's stand-in queue), the stable sort by deadline already is
-        if len(set(due)) < m and len({arr[i] for i in idx}) > 1:
-            pos.sort(key=lambda k: (due[k], arr[idx[k]]))
-        order = [idx[k] for k in pos]
+        # is the same (the router's stand-in queue), the sort by deadline already is that
+        if len({due[i] for i in idx}) < len(idx) and len({arr[i] for i in idx}) > 1:
+            order.sort(key=lambda i: (due[i], arr[i]))
         t, kept, late = now, [], []
         heap = False
         slack = float("inf")
         pushpop, push = heapq.heappushpop, heapq.heappush
-        for k in pos:
-            i = idx[k]
+        for i in order:
             s = serv[i]
             t += s
-            d = due[k]
+            d = due[i]
             if t > d:
                 if not heap:
                     heapq.heapify(kept)
