@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --policies: keep every other policy's result from the sweep's "
                          "existing JSON, each marked with the commit it was run at (for a "
                          "change that touches only the swept policies' code)")
+    ap.add_argument("--extend", action="store_true",
+                    help="carry the committed sweep (the output folder's JSON) on over the knobs "
+                         "its trials never tried (sweep.py's docstring); with --policies, those "
+                         "only, the others kept")
     ap.add_argument("--jobs", type=int, default=2, help="worker processes")
     ap.add_argument("--out", default=DEFAULT_OUT, help="output folder")
     ap.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -161,9 +165,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for cfg in cfgs:
         print(f"capacity sweep: {report.title(cfg.to_dict())}", flush=True)
-        result = run_sweep(cfg, args.out, quiet=args.quiet)
-        path = os.path.join(args.out, report.stem(result["config"]) + ".json")
-        if args.keep_others:
+        path = os.path.join(args.out, report.stem(cfg.to_dict()) + ".json")
+        resume = None
+        if args.extend:
+            if not os.path.exists(path):
+                print(f"benchmark.capacity: error: --extend: no sweep at {path}", file=sys.stderr)
+                return 2
+            with open(path) as f:
+                resume = json.load(f)
+            if resume["config"]["cluster"] != cfg.to_dict()["cluster"]:
+                print(f"benchmark.capacity: error: --extend: {path} is another cluster",
+                      file=sys.stderr)
+                return 2
+        result = run_sweep(cfg, args.out, quiet=args.quiet, resume=resume)
+        if args.keep_others or args.extend:
             result = keep_others(result, path)
         result["ratios"] = report.ratios(result)
         write_result(path, result, argv=_without_out(sys.argv if argv is None else

@@ -1,6 +1,11 @@
 """The capacity sweep's plot (window attainment against QPS at each policy's best setting, runs
 that do not keep up marked) and its markdown table (default and best-tuned capacity per policy,
-the setting, the run-length check, Sarathi-Serve's capacity, saturation, duet's ratios)."""
+the setting, the run-length check, Sarathi-Serve's capacity, saturation, duet's ratios).
+
+The alternatives to duet are every other system at its best-tuned setting and the reference rows
+a sweep adds (`sweep.sweep_policy` step 5): ``<policy>+hrrn``, the best setting under SGLang's
+``hrrn`` schedule policy, which exists only after SGLang 0.5.17 (`alternatives`; the tables
+name it so)."""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ COLORS = {"duet": "tab:red", "duet-paper": "salmon", "vllm-chunked": "tab:blue",
           "sglang-pdmux": "tab:purple", "dynamo": "tab:orange"}
 AGGREGATED = ("vllm-chunked", "sglang-chunked", "sglang-default")
 OURS = ("duet", "duet-paper")
+# a sweep's reference rows: JSON key under the policy -> suffix of the alternative's name
+REFERENCES = {"reference_hrrn": "+hrrn"}
+AFTER_0_5_17 = "SGLang after 0.5.17"
 
 
 def stem(cfg: dict[str, Any]) -> str:
@@ -44,14 +52,36 @@ def capacity(r: dict[str, Any], which: str = "best") -> float:
     return float(r[which]["capacity_qps"])
 
 
+def alternatives(pols: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Every alternative to duet by name: (its policy, its entry: the best-tuned one, or a
+    reference row's, each with ``setting``, ``label``, ``capacity_qps`` and any
+    ``run_length``). Reference rows are named ``<policy>+hrrn``."""
+    out: dict[str, tuple[str, dict[str, Any]]] = {}
+    for p, r in pols.items():
+        if p in OURS:
+            continue
+        out[p] = (p, r["best"])
+        for key, suffix in REFERENCES.items():
+            if r.get(key):
+                out[p + suffix] = (p, r[key])
+    return out
+
+
+def shown(name: str) -> str:
+    """An alternative's name in the tables: reference rows say which SGLang they need."""
+    if any(name.endswith(suffix) for suffix in REFERENCES.values()):
+        return f"{name} ({AFTER_0_5_17})"
+    return name
+
+
 def ratios(result: dict[str, Any], ours: str = "duet") -> dict[str, Any]:
-    """duet's best-tuned capacity over each alternative's best-tuned one, and the best of them
-    (named)."""
+    """duet's best-tuned capacity over each alternative's (reference rows included), and the
+    best of them (named)."""
     pols = result["policies"]
     if ours not in pols:
         return {}
     c = capacity(pols[ours])
-    others = {p: capacity(r) for p, r in pols.items() if p not in OURS}
+    others = {name: float(e["capacity_qps"]) for name, (_, e) in alternatives(pols).items()}
     out: dict[str, Any] = {f"vs_{p}": (round(c / v, 3) if v else None)
                            for p, v in others.items()}
     if others:
@@ -131,9 +161,21 @@ def markdown(result: dict[str, Any]) -> str:
                      f"{b['label']} | {rl_cell} | {_cap(b.get('sarathi_qps') or 0.0)} | "
                      f"{_num(b.get('saturation_rps'), 2)} | {_num(m.get('tbt_p99_ms'))} | "
                      f"{_num(m.get('ttft_p99_ms'), 0)} |")
+    for pol, r in result["policies"].items():
+        for key, suffix in REFERENCES.items():
+            if not r.get(key):
+                continue
+            b = r[key]
+            m = b.get("at_capacity") or {}
+            rl = b.get("run_length")
+            rl_cell = "-" if not rl else (f"{_cap(rl['capacity_qps'])} ({rl['ratio']:.2f}x"
+                                          f"{'' if rl['ok'] else ', MOVED'})")
+            lines.append(f"| {shown(pol + suffix)} | - | {_cap(float(b['capacity_qps']))} | "
+                         f"{b['label']} | {rl_cell} | - | - | {_num(m.get('tbt_p99_ms'))} | "
+                         f"{_num(m.get('ttft_p99_ms'), 0)} |")
     rt = ratios(result)
     if rt.get("best_alternative"):
-        lines += ["", f"duet / best-tuned best alternative ({rt['best_alternative']}): "
+        lines += ["", f"duet / best-tuned best alternative ({shown(rt['best_alternative'])}): "
                   f"{_num(rt['vs_best_alternative'], 2)}x; duet / best aggregated: "
                   f"{_num(rt.get('vs_best_aggregated'), 2)}x."]
     carried = {p: r["carried_from"] for p, r in result["policies"].items()

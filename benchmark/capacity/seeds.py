@@ -31,6 +31,7 @@ from typing import Any
 
 from benchmark.stamp import write_result
 
+from .report import alternatives
 from .search import CACHE, Cluster, Setting, find_capacity
 from .sweep import FINE_TOL, _pool_map
 
@@ -48,18 +49,21 @@ def sweep_names(folder: str) -> list[str]:
 
 
 def case_settings(sweep: dict[str, Any]) -> tuple[Cluster, int, dict[str, tuple[Setting, float]]]:
-    """(the sweep's cluster, its requests per run, {policy: (best setting, seed-0 capacity at
-    the sweep's run length)}) for duet and the sweep's best-tuned alternative."""
+    """(the sweep's cluster, its requests per run, {name: (best setting, seed-0 capacity at
+    the sweep's run length)}) for duet and the sweep's best-tuned alternative (a reference row,
+    ``<policy>+hrrn``, by that name: `report.alternatives`)."""
     cfg = sweep["config"]
     cl = Cluster(**cfg["cluster"])
     alt = sweep["ratios"]["best_alternative"]
+    rows = {"duet": ("duet", sweep["policies"]["duet"]["best"]),
+            **alternatives(sweep["policies"])}
     out: dict[str, tuple[Setting, float]] = {}
-    for pol in ("duet", alt):
-        best = sweep["policies"][pol]["best"]
+    for name in ("duet", alt):
+        pol, best = rows[name]
         knobs = tuple(sorted((k, v) for k, v in best["setting"].items()))
         # the sweep's run length, as every other seed: where its 2x run set the figure, the
         # shorter run's capacity is kept as short_run_qps
-        out[pol] = (Setting(pol, knobs), float(best.get("short_run_qps", best["capacity_qps"])))
+        out[name] = (Setting(pol, knobs), float(best.get("short_run_qps", best["capacity_qps"])))
     return cl, int(cfg["requests"]), out
 
 
@@ -99,10 +103,11 @@ def ratio_summary(ratios: list[float]) -> dict[str, Any]:
             "below": sum(r < 1.0 for r in ratios)}
 
 
-def _task(args: tuple[str, Cluster, int, Setting, float]) -> tuple[str, str, int, float, int]:
-    case, cl, requests, setting, start = args
+def _task(args: tuple[str, Cluster, int, Setting, float, str]
+          ) -> tuple[str, str, int, float, int]:
+    case, cl, requests, setting, start, name = args
     cap, pts = find_capacity(cl, setting, requests, start * START_SHARE, FINE_TOL)
-    return case, setting.policy, cl.seed, cap, len(pts)
+    return case, name, cl.seed, cap, len(pts)
 
 
 def _markdown(cases: dict[str, Any], seeds: list[int]) -> str:
@@ -142,8 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     tasks = []
     for case, (cl, n, pols) in sweeps.items():
         for seed in args.seeds:
-            for setting, cap0 in pols.values():
-                tasks.append((case, replace(cl, seed=seed), n, setting, cap0))
+            for name, (setting, cap0) in pols.items():
+                tasks.append((case, replace(cl, seed=seed), n, setting, cap0, name))
     caps: dict[tuple[str, str, int], float] = {}
 
     def done(item: tuple[str, str, int, float, int]) -> None:

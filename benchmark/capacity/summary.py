@@ -31,11 +31,12 @@ from benchmark.stamp import ROOT, write_result
 from sglang_duet.sim.policies import POLICIES
 
 from .bound import physical_bound
-from .queue_bound import checked_queue_bound
-from .report import OURS, write_index
+from .queue_bound import BEST_ORDERS, checked_queue_bound
+from .report import alternatives, shown, write_index
 from .search import Cluster, Setting
 
-__all__ = ["DOC_BEGIN", "DOC_END", "MARK_BEGIN", "MARK_END", "doc_block", "limit_of", "lower_run",
+__all__ = ["DOC_BEGIN", "DOC_END", "MARK_BEGIN", "MARK_END", "doc_block", "fairness", "limit_of",
+           "lower_run",
            "plot", "readme_block", "short_table", "summarize", "table", "target_of",
            "write_block"]
 
@@ -83,16 +84,21 @@ def _case(path: str) -> dict[str, Any]:
     cluster = Cluster(**cl)
     cfg = cluster.sim_config(Setting("duet"), 1.0, 1000)  # the sweep's overrides included
     bound = physical_bound(cfg)
-    queue = checked_queue_bound(cfg, int(result["config"]["requests"]), cluster.target)
+    queue = checked_queue_bound(cfg, int(result["config"]["requests"]), cluster.target,
+                                BEST_ORDERS)
     pols = result["policies"]
     best = {p: float(r["best"]["capacity_qps"]) for p, r in pols.items()}
-    alts = {p: v for p, v in best.items() if p not in OURS}
+    rows = alternatives(pols)  # reference rows (<policy>+hrrn, after SGLang 0.5.17) included
+    alts = {name: float(e["capacity_qps"]) for name, (_, e) in rows.items()}
     alt = max(alts, key=lambda p: alts[p])
     duet, b = best["duet"], bound["capacity_qps"]
     qb = min(b, queue["queue_qps"])  # the queue-aware figure: the lower of the two
     target, kind = target_of(alts[alt], b)
-    low = {p: lower_run(r["best"]) for p, r in pols.items() if p not in OURS or p == "duet"}
+    low = {"duet": lower_run(pols["duet"]["best"]),
+           **{name: lower_run(e) for name, (_, e) in rows.items()}}
     low_alt = max((p for p in low if p != "duet"), key=lambda p: low[p])
+    released = max((p for p in alts if p in pols), key=lambda p: alts[p])
+    ob = min(b, max(queue["queue_qps"], queue["queue_best_qps"]))  # the best order's
     return {
         "file": os.path.basename(path),
         "trace": cl["trace"], "model": cl["model"], "tp": cl["tp"], "gpus": cl["gpus"],
@@ -100,9 +106,15 @@ def _case(path: str) -> dict[str, Any]:
         "duet": duet, "duet_default": float(pols["duet"]["default"]["capacity_qps"]),
         "duet_paper": best.get("duet-paper"),
         "best_alternative": alt, "best_alternative_qps": alts[alt],
-        "best_alternative_setting": pols[alt]["best"]["label"],
-        "routers": {p: _router(cluster, p, pols[p]["best"]) for p in ("duet", alt)},
+        "best_alternative_setting": rows[alt][1]["label"],
+        # a reference row's name as the tables give it (`report.shown`), where it differs
+        **({"best_alternative_shown": shown(alt)} if shown(alt) != alt else {}),
+        "routers": {"duet": _router(cluster, "duet", pols["duet"]["best"]),
+                    alt: _router(cluster, rows[alt][0], rows[alt][1])},
         "alternatives": alts,
+        # the alternatives that are reference rows (SGLang after 0.5.17), where there are any
+        **({"references": refs} if (refs := {name: shown(name) for name in rows
+                                             if name not in pols}) else {}),
         "vs_best_alternative": round(duet / alts[alt], 3),
         "lower_run": {"duet": low["duet"], "best_alternative": low_alt,
                       "best_alternative_qps": low[low_alt],
@@ -114,12 +126,32 @@ def _case(path: str) -> dict[str, Any]:
         "queue_qps": queue["queue_qps"], "queue_ceiling_qps": queue["queue_ceiling_qps"],
         "queue_requests": queue["requests"], "queue_aware_bound_qps": qb,
         "duet_share_of_queue_bound": round(duet / qb, 3),
+        # the same ideal server admitting in the best predictive order (queue_bound.py)
+        "queue_best_qps": queue["queue_best_qps"], "queue_best_order": queue["queue_best_order"],
+        "order_aware_bound_qps": ob, "duet_share_of_order_bound": round(duet / ob, 3),
+        "alternative_share_of_order_bound": round(alts[alt] / ob, 3),
+        # the best alternative a user can run today (SGLang 0.5.17, no reference row)
+        "best_released_alternative": released,
+        "best_released_alternative_qps": alts[released],
+        "vs_best_released_alternative": round(duet / alts[released], 3),
+        # fairness at each one's capacity (sim.steady; issue #48: no win by parking prompts)
+        "fairness": {"duet": fairness(pols["duet"]["best"]), alt: fairness(rows[alt][1]),
+                     **({released: fairness(rows[released][1])} if released != alt else {})},
         "alternative_share_of_queue_bound": round(alts[alt] / qb, 3),
         "alternative_share_of_bound": round(alts[alt] / b, 3),
         "target_qps": round(target, 4),
         "target_kind": kind,
         "target_met": duet >= target, "not_below_alternative": duet >= alts[alt],
     }
+
+
+def fairness(entry: dict[str, Any]) -> dict[str, Any] | None:
+    """P99 and max TTFT (s) and the longest-prompt tenth's TTFT attainment of a best setting's
+    run at its capacity (None for a run made before `sim.steady` kept them)."""
+    st = ((entry.get("at_capacity") or {}).get("steady")) or {}
+    if "ttft_max_s" not in st:
+        return None
+    return {k: st[k] for k in ("ttft_p99_s", "ttft_max_s", "long_tenth_attainment")}
 
 
 CAUSE_NAMES = {"ttft": "TTFT", "tbt_server": "TBT", "tbt_client": "delivered TBT",
@@ -166,10 +198,17 @@ def _q(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}" if v < 10 else f"{v:.1f}"
 
 
+def _shown(c: dict[str, Any]) -> str:
+    """The best alternative's name as the tables give it (a reference row says it needs SGLang
+    after 0.5.17; summaries written before reference rows existed carry no such name)."""
+    return c.get("best_alternative_shown") or c["best_alternative"]
+
+
 def _lower(low: dict[str, Any] | None) -> str:
     if not low:
         return "-"
-    return (f"{_q(low['duet'])} vs {low['best_alternative']} {_q(low['best_alternative_qps'])}: "
+    return (f"{_q(low['duet'])} vs {shown(low['best_alternative'])} "
+            f"{_q(low['best_alternative_qps'])}: "
             f"{low['vs_best_alternative']:.2f}x")
 
 
@@ -193,7 +232,7 @@ def table(summary: dict[str, Any]) -> str:
                                                    else " (below it)")
         lines.append(
             f"| {_label(c)} | {_q(c['duet'])} | {_q(c['duet_paper'])} | "
-            f"{c['best_alternative']} {_q(c['best_alternative_qps'])} "
+            f"{_shown(c)} {_q(c['best_alternative_qps'])} "
             f"({c['best_alternative_setting']}) | {c['vs_best_alternative']:.2f}x | "
             f"{_lower(c.get('lower_run'))} | "
             f"{_q(c['bound_qps'])} | {c['duet_share_of_bound']:.0%} | "
@@ -201,6 +240,33 @@ def table(summary: dict[str, Any]) -> str:
             f"{_q(c['compute_floor_qps'])} | "
             f"{_q(c['target_qps'])} "
             f"({c['target_kind']}) | {met} | {c.get('duet_limit') or '-'} |")
+    return "\n".join(lines)
+
+
+def _fair(f: dict[str, Any] | None) -> str:
+    if not f:
+        return "-"
+    return (f"{f['ttft_p99_s']:.3g} / {f['ttft_max_s']:.3g} s, "
+            f"{f['long_tenth_attainment']:.0%}")
+
+
+def fairness_table(summary: dict[str, Any]) -> str:
+    """Each case's fairness at capacity: duet's, the best alternative's and, where that is a
+    reference row, the best released one's; and the order-aware bound."""
+    lines = ["| case (2x H100) | duet: P99 / max TTFT, longest tenth in SLO | best alternative: "
+             "the same | best released alternative (SGLang 0.5.17): capacity, duet / it, the "
+             "same | order-aware bound: best order, duet, alternative / it |",
+             "| --- | --- | --- | --- | --- |"]
+    for c in summary["cases"]:
+        if "fairness" not in c:
+            continue
+        fair, rel = c["fairness"], c["best_released_alternative"]
+        lines.append(
+            f"| {_label(c)} | {_fair(fair['duet'])} | {_shown(c)}: "
+            f"{_fair(fair[c['best_alternative']])} | {rel} {_q(c['best_released_alternative_qps'])}"
+            f", {c['vs_best_released_alternative']:.2f}x, {_fair(fair.get(rel))} | "
+            f"{_q(c['order_aware_bound_qps'])} ({c['queue_best_order']}): "
+            f"{c['duet_share_of_order_bound']:.0%}, {c['alternative_share_of_order_bound']:.0%} |")
     return "\n".join(lines)
 
 
@@ -212,7 +278,7 @@ def short_table(summary: dict[str, Any]) -> str:
              "| --- | ---: | --- | ---: | ---: |"]
     for c in summary["cases"]:
         lines.append(
-            f"| {_label(c)} | {_q(c['duet'])} | {c['best_alternative']} "
+            f"| {_label(c)} | {_q(c['duet'])} | {_shown(c)} "
             f"{_q(c['best_alternative_qps'])} ({c['best_alternative_setting']}) | "
             f"{c['vs_best_alternative']:.2f}x | {c['duet_share_of_bound']:.0%}, "
             f"{c['alternative_share_of_bound']:.0%} |")
@@ -224,7 +290,7 @@ def readme_block(summary: dict[str, Any]) -> str:
 
 
 def doc_block(summary: dict[str, Any]) -> str:
-    return f"{DOC_BEGIN}\n{table(summary)}\n{DOC_END}"
+    return f"{DOC_BEGIN}\n{table(summary)}\n\n{fairness_table(summary)}\n{DOC_END}"
 
 
 def write_block(path: str, block: str) -> None:

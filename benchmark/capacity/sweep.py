@@ -20,7 +20,21 @@ Per policy (the policies run in parallel worker processes, each on the same arri
    setting whose probe failed (step 2) has its shorter-run capacity searched first: failing
    just above the best shorter run does not say how it fares over the longer one;
 4. at the best setting: Sarathi-Serve's capacity (``search.sarathi_passes``) and the saturation
-   throughput, the served rate over the steady-state window at twice the capacity.
+   throughput, the served rate over the steady-state window at twice the capacity;
+5. for the SGLang-based systems (``tuning.HRRN_REFERENCE``), the reference row "SGLang after
+   0.5.17": the best setting with ``schedule_policy=hrrn`` (SGLang PR #32911, not in the 0.5.17
+   the tuned rows run), its capacity found and length-checked by the rule of step 3
+   (``reference_hrrn``: setting, label, capacity_qps, run_length). It is not a tuned value;
+   `summary.py` counts it as an alternative of its own, ``<policy>+hrrn``.
+
+A committed sweep can be *carried on* (``resume``: ``python -m benchmark.capacity --extend``) when
+knobs were added since it ran (issue #48's admission orders): the descent continues from its
+best setting over the knobs its trials never tried, with its default and trials kept; steps 3
+and 4 run again only when a new value wins (else the committed best stands, its run at capacity
+re-evaluated so that the newer statistics, e.g. the fairness columns, are there), and step 5
+runs where it never did (``extended``: the knobs added and the commit they ran at). A full
+sweep and a carried-on one differ only in the order the knobs were tried: the new knob comes
+last instead of in its place in `tuning.KNOBS`.
 
 Capacities are Poisson QPS (req/s) on the whole cluster.
 """
@@ -46,10 +60,12 @@ from .search import (
     run_length,
     sarathi_passes,
 )
-from .tuning import knobs_for
+from .tuning import HRRN_REFERENCE, knobs_for
 
-__all__ = ["COARSE_TOL", "DEFAULT_REQUESTS", "FINE_TOL", "LENGTH_TOL", "START_QPS",
-           "SweepConfig", "run_sweep"]
+__all__ = ["AFTER_0_5_17", "COARSE_TOL", "DEFAULT_REQUESTS", "FINE_TOL", "LENGTH_TOL",
+           "START_QPS", "SweepConfig", "run_sweep"]
+
+AFTER_0_5_17 = "SGLang after 0.5.17 (schedule_policy=hrrn, sgl-project/sglang PR #32911)"
 
 COARSE_TOL, FINE_TOL = 0.05, 0.025
 # requests per run: about 100-4,000 s of arrivals at the policies' capacities on 2 GPUs; the
@@ -90,8 +106,10 @@ def _summary(s: Setting, cap: float, pts: list[Point]) -> dict[str, Any]:
                               for p in pts), key=lambda d: (d["requests"], d["qps"]))}
 
 
-def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
-    """Steps 1-4 of the module docstring for one policy."""
+def sweep_policy(cfg: SweepConfig, policy: str, resume: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    """Steps 1-5 of the module docstring for one policy; ``resume``: its committed result, to
+    carry on over the knobs it never tried (the module docstring)."""
     cl, n = cfg.cluster, cfg.requests
     t0 = time.perf_counter()
     seen: dict[tuple[Setting, int], dict[float, Point]] = {}
@@ -105,13 +123,24 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
         return _summary(s, cap, list(seen.get((s, requests), {}).values()))
 
     default = Setting(policy)
-    cap0 = search(default, n, cfg.start_qps, FINE_TOL)
-    best, best_cap, trials = default, cap0, []
-    passed: dict[Setting, float] = {default: cap0}  # shorter-run capacity of every setting
+    knobs = knobs_for(policy, cl.gpus, cl.model, cfg.quick, cl.tp,
+                      route="router" not in cl.base, schedule="schedule_policy" not in cl.base)
+    if resume is None:
+        cap0 = search(default, n, cfg.start_qps, FINE_TOL)
+        best, best_cap, trials = default, cap0, []
+    else:
+        old_best = resume["best"]
+        best = Setting(policy, tuple(sorted(old_best["setting"].items())))
+        cap0 = resume["default"]["capacity_qps"]
+        best_cap = old_best.get("short_run_qps", old_best["capacity_qps"])
+        trials = list(resume["trials"])
+        tried = {t["knob"] for t in trials}
+        knobs = tuple(k for k in knobs if k.name not in tried)
+    first_best = best
+    passed: dict[Setting, float] = {best: best_cap}  # shorter-run capacity of every setting
     failed: dict[Setting, float] = {}  # settings whose probe failed: the QPS it failed at
     if cfg.tune:
-        for knob in knobs_for(policy, cl.gpus, cl.model, cfg.quick, cl.tp,
-                              route="router" not in cl.base):
+        for knob in knobs:
             for value in knob.values:
                 s = best
                 for k, v in value.items():
@@ -132,9 +161,11 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
                 passed[s] = cap
                 if cap > best_cap:
                     best, best_cap = s, cap
-        if best != default:
+        if best != first_best:
             best_cap = search(best, n, best_cap, FINE_TOL)
             passed[best] = best_cap
+    if resume is not None and best == first_best:  # the committed best stands (steps 3-4)
+        return _carried(cfg, policy, resume, trials, knobs, t0)
 
     def length_checked(s: Setting, cap: float) -> dict[str, Any]:
         """``summary`` of ``s`` with its run-length check; its figure is ``capacity_qps``."""
@@ -147,8 +178,8 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
                          capacity_from="2x run", short_run_qps=cap)
         return out_s
 
-    out: dict[str, Any] = {"default": summary(default, cap0), "best": summary(best, best_cap),
-                           "trials": trials}
+    out: dict[str, Any] = {"default": resume["default"] if resume else summary(default, cap0),
+                           "best": summary(best, best_cap), "trials": trials}
     if cfg.length_check and best_cap > 0:
         out["best"] = length_checked(best, best_cap)
         if out["best"].get("capacity_from") == "2x run":  # another setting may hold up better
@@ -173,21 +204,67 @@ def sweep_policy(cfg: SweepConfig, policy: str) -> dict[str, Any]:
         extra["sarathi_qps"] = search(best, n, best_cap, FINE_TOL, sarathi_passes)
         sat = evaluate(cl, best, 2 * best_cap, n).metrics["steady"]
         extra["saturation_rps"] = sat["served_rps"]
+    if cfg.tune and policy in HRRN_REFERENCE and "schedule_policy" not in cl.base:
+        ref = best.with_knob("schedule_policy", "hrrn")  # step 5
+        cap = search(ref, n, best_cap or cfg.start_qps, FINE_TOL)
+        row = length_checked(ref, cap) if cfg.length_check and cap > 0 else summary(ref, cap)
+        out["reference_hrrn"] = {"note": AFTER_0_5_17, **row}
+    if resume is not None:
+        out["extended"] = _extended(knobs)
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 
 
-def _task(args: tuple[SweepConfig, str]) -> tuple[str, dict[str, Any]]:
-    cfg, policy = args
-    return policy, sweep_policy(cfg, policy)
+def _extended(knobs: tuple) -> dict[str, Any]:
+    from benchmark.stamp import stamp
+
+    return {"knobs": [k.name for k in knobs], "commit": stamp()["commit"]}
 
 
-def run_sweep(cfg: SweepConfig, out_dir: str | None = None, quiet: bool = False
-              ) -> dict[str, Any]:
-    """Every policy of ``cfg``; JSON-ready result."""
+def _carried(cfg: SweepConfig, policy: str, old: dict[str, Any], trials: list,
+             knobs: tuple, t0: float) -> dict[str, Any]:
+    """A resumed sweep whose committed best still stands: that result with the new trials, its
+    run at capacity re-evaluated (at the run length that set the figure) and step 5 where it
+    never ran."""
+    cl, n = cfg.cluster, cfg.requests
+    out = {**old, "trials": trials, "best": dict(old["best"])}
+    best = Setting(policy, tuple(sorted(old["best"]["setting"].items())))
+    cap = old["best"]["capacity_qps"]
+    if cap > 0:
+        length = 2 * n if old["best"].get("capacity_from") == "2x run" else n
+        out["best"]["at_capacity"] = evaluate(cl, best, cap, length).metrics
+    if (cfg.tune and policy in HRRN_REFERENCE and "reference_hrrn" not in old
+            and "schedule_policy" not in cl.base):
+        ref = best.with_knob("schedule_policy", "hrrn")
+        short = old["best"].get("short_run_qps", cap) or cfg.start_qps
+        rcap, pts = find_capacity(cl, ref, n, short, FINE_TOL)
+        row = _summary(ref, rcap, pts)
+        if cfg.length_check and rcap > 0:
+            cap2, pts2 = find_capacity(cl, ref, 2 * n, rcap, FINE_TOL)
+            long = _summary(ref, cap2, pts2)
+            row["run_length"] = {**run_length(rcap, cap2, 2 * n), "points": long["points"]}
+            if row["run_length"]["sets_figure"]:
+                row.update(capacity_qps=cap2, at_capacity=long["at_capacity"],
+                           capacity_from="2x run", short_run_qps=rcap)
+        out["reference_hrrn"] = {"note": AFTER_0_5_17, **row}
+    out["extended"] = _extended(knobs)
+    out["wall_s"] = round(old.get("wall_s", 0.0) + time.perf_counter() - t0, 1)
+    return out
+
+
+def _task(args: tuple[SweepConfig, str, dict[str, Any] | None]) -> tuple[str, dict[str, Any]]:
+    cfg, policy, resume = args
+    return policy, sweep_policy(cfg, policy, resume)
+
+
+def run_sweep(cfg: SweepConfig, out_dir: str | None = None, quiet: bool = False,
+              resume: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every policy of ``cfg``; JSON-ready result. ``resume``: a committed result of the same
+    cluster, whose policies are carried on (`sweep_policy`)."""
     t0 = time.perf_counter()
     CACHE.open(out_dir)
-    tasks = [(cfg, p) for p in cfg.policies]
+    old = (resume or {}).get("policies", {})
+    tasks = [(cfg, p, old.get(p)) for p in cfg.policies]
     done: dict[str, dict[str, Any]] = {}
 
     def report(item: tuple[str, dict[str, Any]]) -> None:

@@ -21,7 +21,19 @@ Per policy, the knob (SimConfig fields), what a user sets, the default, the valu
   and 64 on the keep-up rule of the time; either alone moved it < 5%, which coordinate descent
   does not take); then ``max_lookahead`` alone (8 ... 64) and ``duet_tbt_headroom_ms`` =
   ``--duet-tbt-headroom-ms`` (5 ... 20 ms); defaults 8192, 0 (automatic), 16, 10% of the SLO.
-  duet-paper (the paper's scheme, kept for reference): ``token_budget`` only.
+  Then ``duet_admission`` = ``--duet-admission`` (deadline, its default; fcfs; sjf:
+  `sglang_duet.policy.admission`). duet-paper (the paper's scheme, kept for reference):
+  ``token_budget`` only.
+
+The SGLang-based systems (sglang-chunked, sglang-default, sglang-pdmux) then try SGLang
+0.5.17's ``--schedule-policy`` (``schedule_policy``; default ``fcfs``, the starting point; then
+``lpm``, ``dfs-weight``, ``lof``, each as SGLang computes it: `sglang_duet.sim.sglang_orders`),
+after the server's own knobs (the order decides which prompt a chunk budget goes to, so it is
+tried on the budget it will run with) and before the router (which routes to replicas that
+already order their queues). ``hrrn``, added after 0.5.17 (SGLang PR #32911), is not a value a
+0.5.17 user has: the sweep runs it on top of the best setting as a reference row
+(``HRRN_REFERENCE``, `sweep.sweep_policy`). A policy the cluster pins (``--set
+schedule_policy=...``) is not tuned.
 
 With more than one replica, every system whose users pick how requests are spread across them
 tries those choices last (``router``, once the server's own knobs are set: at a default an
@@ -49,7 +61,8 @@ from typing import Any
 from sglang_duet.latency import get_model
 from sglang_duet.sim.policies import POLICIES
 
-__all__ = ["KNOBS", "ROUTER_CHOICES", "Knob", "knobs_for"]
+__all__ = ["HRRN_REFERENCE", "KNOBS", "ROUTER_CHOICES", "SCHEDULE_POLICIES", "Knob",
+           "knobs_for"]
 
 CHUNKS = (256, 512, 1024, 1536, 2048, 3072, 4096, 6144, 8192)
 
@@ -74,6 +87,12 @@ ROUTER_CHOICES: dict[str, tuple[str, ...]] = {
     "duet": ("duet", "least-tokens", *SGLANG_ROUTERS),
 }
 
+# SGLang 0.5.17's --schedule-policy values a user of these systems tries, fcfs (the default)
+# being the starting point; hrrn (after 0.5.17) runs on top of the best setting as a reference
+SCHEDULE_POLICIES = ("lpm", "dfs-weight", "lof")
+SCHEDULED = ("sglang-chunked", "sglang-default", "sglang-pdmux")
+HRRN_REFERENCE = SCHEDULED
+
 KNOBS: dict[str, tuple[Knob, ...]] = {
     "sglang-chunked": (_one("token_budget", CHUNKS),),
     "vllm-chunked": (_one("token_budget", CHUNKS),),
@@ -90,7 +109,8 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
                  {"duet_backlog_share": b, "max_lookahead": k}
                  for b, k in ((0.0, 16), (1.0, 16), (0.5, 16), (0.5, 64), (0.3, 64)))),
              _one("max_lookahead", (8, 16, 32, 64)),
-             _one("duet_tbt_headroom_ms", (5.0, 10.0, 20.0))),
+             _one("duet_tbt_headroom_ms", (5.0, 10.0, 20.0)),
+             _one("duet_admission", ("deadline", "fcfs", "sjf"))),
     "duet-paper": (_one("token_budget", (2048, 4096, 8192, 16384)),),
 }
 
@@ -111,11 +131,15 @@ def xpyd(gpus: int, model: str) -> Knob | None:
 
 
 def knobs_for(policy: str, gpus: int, model: str, quick: bool = False, tp: int = 1,
-              route: bool = True) -> tuple[Knob, ...]:
+              route: bool = True, schedule: bool = True) -> tuple[Knob, ...]:
     """The knobs searched for ``policy`` on this cluster (``quick``: two values per knob);
-    ``router`` last where there are ``gpus / tp`` > 1 replicas to route among, unless the
-    cluster pins the router (``route`` False: every run uses the one it sets)."""
+    ``schedule_policy`` after the server's own knobs for the SGLang-based systems, unless the
+    cluster pins it (``schedule`` False); ``router`` last where there are ``gpus / tp`` > 1
+    replicas to route among, unless the cluster pins the router (``route`` False: every run
+    uses the one it sets)."""
     knobs = KNOBS.get(policy, ())
+    if policy in SCHEDULED and schedule:
+        knobs = (*knobs, _one("schedule_policy", SCHEDULE_POLICIES))
     own = POLICIES[policy].router  # the starting point, already run as the defaults
     many = gpus // tp > 1 and route
     routers = tuple(r for r in ROUTER_CHOICES.get(policy, ()) if r != own) if many else ()

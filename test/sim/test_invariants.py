@@ -85,7 +85,8 @@ class TestEquivalence:
         # the same router too (each system's own default differs: PolicySpec.router)
         kw = dict(mem_fraction=mem_fraction_for(kv), activation_reserve_gb=0.0,
                   router="round-robin")
-        a, ma = run(w, "duet", duet_mode="aggregated", **kw)
+        # and the same admission order: SGLang's default fcfs (duet's own reorders the queue)
+        a, ma = run(w, "duet", duet_mode="aggregated", duet_admission="fcfs", **kw)
         b, mb = run(w, "sglang-chunked", **kw)
         assert _trajectory(a) == _trajectory(b)
         ta, oa, _ = token_times(a)

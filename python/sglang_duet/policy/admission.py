@@ -142,17 +142,21 @@ class Admission:
         q = max(1, c[1] - c[2])
         return self.seconds(q, c[1] - q)
 
-    def order(self, waiting: Sequence[Candidate], now: float) -> list[int]:
+    def order(self, waiting: Sequence[Candidate], now: float,
+              service_s: Sequence[float] | None = None) -> list[int]:
         """Indices of ``waiting`` in the order to admit (``now``: seconds, same clock as the
-        arrivals); equal to `reference_order`."""
+        arrivals; ``service_s``: each request's prefill seconds where the caller knows them,
+        else predicted); equal to `reference_order`."""
         n = len(waiting)
         if n < 2:
             return list(range(n))
+        svc = None if service_s is None else list(service_s)
         memo = self._memo
-        if memo is not None and memo.since <= now < memo.until and memo.waiting == waiting:
+        if (memo is not None and memo.since <= now < memo.until and memo.waiting == waiting
+                and memo.service == svc):
             return list(memo.result)
-        result, until = self._compute(waiting, now)
-        self._memo = _Memo(list(waiting), now, until, result)
+        result, until = self._compute(waiting, now, svc)
+        self._memo = _Memo(list(waiting), svc, now, until, result)
         return list(result)
 
     def _costs_of(self, waiting: Sequence[Candidate]) -> tuple[Sequence[float], ...]:
@@ -171,9 +175,11 @@ class Admission:
                                 c[0] + self.cfg.ttft_slo_s + self.cfg.per_token_s * c[1])
         return pair
 
-    def _compute(self, waiting: Sequence[Candidate], now: float) -> tuple[list[int], float]:
+    def _compute(self, waiting: Sequence[Candidate], now: float, svc: list[float] | None
+                 ) -> tuple[list[int], float]:
         """`reference_order` and the first ``now`` at which it may differ (seconds; less a
-        margin for the rounding of sums that start at ``now``)."""
+        margin for the rounding of sums that start at ``now``); ``svc``: as `order`'s
+        ``service_s``."""
         n = len(waiting)
         cut, aged_s = now - self.aged_s, self.aged_s
         arr = [c[0] for c in waiting]
@@ -188,20 +194,23 @@ class Admission:
         if kind == "fcfs":
             rest.sort(key=arr.__getitem__)
         elif kind == "sjf":
-            serv = self._costs_of(waiting)[0]
+            serv = self._costs_of(waiting)[0] if svc is None else svc
             rest = [i for _, _, i in sorted([(serv[i], arr[i], i) for i in rest])]
         elif rest:
-            rest, flip = self._on_time_first_fast(waiting, rest, arr, now)
+            rest, flip = self._on_time_first_fast(waiting, rest, arr, now, svc)
             until = min(until, flip)
         return (aged + rest if aged else rest), until - _MARGIN_S
 
     def _on_time_first_fast(self, waiting: Sequence[Candidate], idx: list[int],
-                            arr: list[float], now: float) -> tuple[list[int], float]:
+                            arr: list[float], now: float, svc: list[float] | None
+                            ) -> tuple[list[int], float]:
         """`_on_time_first`, plus the least ``now`` at which one of its comparisons ``t > due``
         would come out otherwise (t is ``now`` plus the work taken so far). The same steps, in
         cheaper form: indices sorted by one float key (tuples only where deadlines tie), the
         heap built at the first late request, a push and pop as one `heapq.heappushpop`."""
         serv, due = self._costs_of(waiting)
+        if svc is not None:
+            serv = svc
         order = sorted(idx, key=due.__getitem__)  # stable: equal keys keep ascending indices
         # ties: by arrival, then by index (the reference's stable sort); where every arrival
         # is the same (the router's stand-in queue), the sort by deadline already is that
@@ -234,13 +243,15 @@ class Admission:
         gone = set(late)
         return [i for i in order if i not in gone] + late_sorted(order, gone), now + slack
 
-    def reference_order(self, waiting: Sequence[Candidate], now: float) -> list[int]:
+    def reference_order(self, waiting: Sequence[Candidate], now: float,
+                        service_s: Sequence[float] | None = None) -> list[int]:
         """The rule, readably (`order` is the same, faster): requests past the aging bound
         first in arrival order, then the rest in the configured order."""
         waiting = [Candidate(*c) for c in waiting]
         n = len(waiting)
         if n < 2:
             return list(range(n))
+        svc = list(service_s) if service_s is not None else [self.service(c) for c in waiting]
         cut = now - self.aged_s
         aged = sorted((i for i in range(n) if waiting[i].arrival_s <= cut),
                       key=lambda i: waiting[i].arrival_s)
@@ -249,19 +260,19 @@ class Admission:
         if kind == "fcfs":
             rest.sort(key=lambda i: waiting[i].arrival_s)
         elif kind == "sjf":
-            rest.sort(key=lambda i: (self.service(waiting[i]), waiting[i].arrival_s))
+            rest.sort(key=lambda i: (svc[i], waiting[i].arrival_s))
         else:
-            rest = self._on_time_first(waiting, rest, now)
+            rest = self._on_time_first(waiting, svc, rest, now)
         return aged + rest if aged else rest
 
-    def _on_time_first(self, waiting: Sequence[Candidate], idx: list[int], now: float
-                       ) -> list[int]:
+    def _on_time_first(self, waiting: Sequence[Candidate], svc: list[float], idx: list[int],
+                       now: float) -> list[int]:
         """Moore and Hodgson's rule over ``idx`` (the module docstring)."""
         due = {i: self.deadline(waiting[i]) for i in idx}
         idx.sort(key=lambda i: (due[i], waiting[i].arrival_s))
         t, taken, late = now, [], set()
         for i in idx:
-            s = self.service(waiting[i])
+            s = svc[i]
             t += s
             heapq.heappush(taken, (-s, i))
             if t > due[i]:
@@ -284,10 +295,11 @@ def late_sorted(order: list[int], gone: set[int]) -> list[int]:
 
 
 class _Memo(NamedTuple):
-    """The last answer of `Admission.order`: for ``waiting`` it holds while since <= now <
-    until (seconds)."""
+    """The last answer of `Admission.order`: for ``waiting`` (and the given ``service``
+    seconds) it holds while since <= now < until (seconds)."""
 
     waiting: list[Candidate]
+    service: list[float] | None
     since: float
     until: float
     result: list[int]

@@ -61,7 +61,8 @@ class SimConfig:
     duet_ttft_per_token_ms: float = _f(0.0, "duet: ms of TTFT deadline added per prompt token "
                                        "(--duet-ttft-per-token-ms)")
     schedule_policy: str = _f("fcfs", "SGLang-based systems: --schedule-policy, the order "
-                              "SGLang admits waiting requests in (sim/schedule.py)")
+                              "SGLang admits waiting requests in: fcfs, lpm, dfs-weight, lof "
+                              "(SGLang 0.5.17), hrrn (after 0.5.17; sim/sglang_orders.py)")
     pdmux_decode_bs_divisor: int = _f(36, "sglang-pdmux: PDMuxConfig.decode_bs_divisor")
     pdmux_split_forward_budget: int = _f(65536, "sglang-pdmux: PDMuxConfig."
                                          "split_forward_token_budget (tokens x layers per loop)")

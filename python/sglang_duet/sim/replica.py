@@ -95,6 +95,7 @@ class Replica:
         self._decay = (flavor.reserve_init - flavor.reserve_min) / flavor.reserve_decay_steps
         self._admit_seq = 0
         self.outstanding = 0  # tokens still to compute here (router load)
+        self.prefill_tokens = 0  # prompt tokens launched for prefill here (hrrn's aging clock)
         self.finished: list[Request] = []
         # statistics
         self.mode_iters: dict[str, int] = {}
@@ -107,6 +108,7 @@ class Replica:
     def enqueue(self, r: Request) -> None:
         r.replica = self.idx
         self.by_rid[r.rid] = r
+        r.queued_tokens = self.prefill_tokens
         self.queue.append(r)
         self.outstanding += r.base - r.computed + r.remaining_out
 
@@ -136,6 +138,7 @@ class Replica:
         self.outstanding -= r.base - r.computed
         r.reset_for_recompute()
         self.outstanding += r.base
+        r.queued_tokens = self.prefill_tokens
         (self.queue.append if self.flavor.retract_to_back else self.queue.appendleft)(r)
         self.preemptions += 1
         self.ratio = self.flavor.reserve_init
@@ -242,6 +245,8 @@ class Replica:
         else:
             dreqs = [by_rid[rid] for rid in plan.decode_rids]
         chunks = [(by_rid[ch.rid], ch.length) for ch in plan.prefill]
+        # counted at launch, as SGLang's Scheduler.run_batch adds extend_num_tokens (hrrn)
+        self.prefill_tokens += sum(n for _, n in chunks)
         for r, _ in chunks:
             if r.sched_s < 0.0:
                 r.sched_s = now

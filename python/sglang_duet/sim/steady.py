@@ -29,6 +29,10 @@ requests meet an empty system, the last ones one that drains (nothing arrives af
   Sarathi-Serve's own capacity search passes a QPS when the median scheduling delay <= 2 s and
   the P99 TBT <= its SLO (``sarathi/benchmark/capacity_search/main.py``: quantile 0.50, value
   2.0; TBT quantile 0.99): ``sarathi_ok``.
+* Fairness (issue #48: an admission order may not win by parking long prompts):
+  ``ttft_p99_s`` and ``ttft_max_s`` over the window's served requests, and
+  ``long_tenth_attainment``: the share of the window's longest-prompt tenth (prompts at or above
+  the window's 90th percentile length; rejected ones count as misses) whose TTFT meets its SLO.
 
 Times are seconds, rates requests per second.
 """
@@ -87,6 +91,10 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
     d50 = float(np.percentile(delay, 50)) if delay.size else 0.0
     d99 = float(np.percentile(delay, 99)) if delay.size else 0.0
     r4 = _round
+    plen = np.array([r.prompt_len for r in win])
+    long = {id(r) for r in win if r.prompt_len >= np.percentile(plen, 90)}
+    long_ok = sum(1 for j, r in enumerate(done_all) if id(r) in long and in_win[j]
+                  and ttft_all[j] <= ttft_slo_s + 1e-12)
     return {
         "window_s": [r4(t0), r4(t1)],
         "window_requests": offered,
@@ -102,6 +110,9 @@ def steady_state(res: SimResult, tbt_slo_s: float, ttft_slo_s: float, warmup: fl
         "sched_delay_p99_s": r4(d99),
         "tbt_p99_s": r4(tbt_p99),
         "sarathi_ok": bool(d50 <= SARATHI_DELAY_S and tbt_p99 <= tbt_slo_s + 1e-12),
+        "ttft_p99_s": r4(float(np.percentile(ttft, 99)) if ttft.size else 0.0),
+        "ttft_max_s": r4(float(ttft.max()) if ttft.size else 0.0),
+        "long_tenth_attainment": r4(long_ok / len(long)),
     }
 
 

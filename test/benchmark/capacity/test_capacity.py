@@ -12,6 +12,8 @@ from benchmark.capacity.__main__ import main
 from benchmark.capacity.search import Cluster, Point, Setting, find_capacity
 from benchmark.capacity.tuning import knobs_for, xpyd
 
+SCHEDULE_1024 = [f"schedule_policy={p}, token_budget=1024" for p in ("lpm", "dfs-weight", "lof")]
+
 
 def _fake_evaluate(limit):
     """An evaluate whose runs pass below ``limit(setting)`` QPS; counts its calls."""
@@ -71,7 +73,7 @@ def test_router_is_tuned_last_where_there_are_replicas_to_route_among():
     assert routers("vllm-chunked") == routers("dynamo") == routers("duet-paper") == []
     assert routers("duet", gpus=2, tp=2) == []  # one replica
     assert "router" not in [k.name for k in knobs_for("duet", 2, "qwen3-8b", route=False)]
-    assert [k.name for k in knobs_for("duet", 2, "qwen3-14b", tp=2)][-1] == "duet_tbt_headroom_ms"
+    assert [k.name for k in knobs_for("duet", 2, "qwen3-14b", tp=2)][-1] == "duet_admission"
 
 
 def test_coordinate_descent_keeps_only_improvements(monkeypatch):
@@ -88,11 +90,53 @@ def test_coordinate_descent_keeps_only_improvements(monkeypatch):
     assert r["best"]["setting"] == {"token_budget": 1024}
     assert 30 / 1.025 <= r["best"]["capacity_qps"] <= 30.0
     assert 10 / 1.025 <= r["default"]["capacity_qps"] <= 10.0
-    # the 9 chunk sizes, then SGLang's two other routers (2 replicas) behind the best one
-    assert [t["knob"] for t in r["trials"]] == ["token_budget"] * 9 + ["router"] * 2
+    # the 9 chunk sizes, SGLang 0.5.17's three other schedule policies, then SGLang's two
+    # other routers (2 replicas) behind the best one
+    assert [t["knob"] for t in r["trials"]] == (["token_budget"] * 9 + ["schedule_policy"] * 3
+                                                + ["router"] * 2)
+    assert [t["value"] for t in r["trials"][9:12]] == [
+        {"schedule_policy": p} for p in ("lpm", "dfs-weight", "lof")]
+    # hrrn (after 0.5.17) is no tuned value: a reference row on top of the best setting
+    ref = r["reference_hrrn"]
+    assert ref["setting"] == {"schedule_policy": "hrrn", "token_budget": 1024}
+    assert 30 / 1.025 <= ref["capacity_qps"] <= 30.0 and "0.5.17" in ref["note"]
+    assert ref["run_length"]["ok"]
     assert r["best"]["run_length"]["ok"]
     assert r["best"]["sarathi_qps"] >= r["best"]["capacity_qps"]
     assert r["best"]["saturation_rps"] == 30.0
+
+
+def test_schedule_policy_is_tuned_before_the_router_and_hrrn_sits_on_the_best(monkeypatch):
+    """lpm beats fcfs at the best chunk size (33 against 30); hrrn, run on top of that best
+    setting in place of lpm, reaches 36 and is kept apart from the tuned best."""
+    order = {"lpm": 33.0, "hrrn": 36.0}
+
+    def limit(s, n):
+        return order.get(dict(s.knobs).get("schedule_policy"), 30.0)
+
+    ev, _ = _fake_evaluate(limit)
+    monkeypatch.setattr(search, "evaluate", ev)
+    monkeypatch.setattr(sweep, "evaluate", ev)
+    cfg = sweep.SweepConfig(Cluster("azure-code"), ("sglang-pdmux",), 100, 8.0)
+    r = sweep.sweep_policy(cfg, "sglang-pdmux")
+    knobs = [t["knob"] for t in r["trials"]]
+    assert knobs.index("schedule_policy") > knobs.index("pdmux_max_prefill_tokens")
+    assert knobs[-1] == "router" and "hrrn" not in str(r["trials"])
+    assert r["best"]["setting"]["schedule_policy"] == "lpm"
+    assert 33 / 1.025 <= r["best"]["capacity_qps"] <= 33.0
+    ref = r["reference_hrrn"]
+    assert ref["setting"] == {**r["best"]["setting"], "schedule_policy": "hrrn"}
+    assert 36 / 1.025 <= ref["capacity_qps"] <= 36.0
+    # a cluster that pins the schedule policy tunes none and adds no reference row
+    pinned = sweep.SweepConfig(Cluster("azure-code", base={"schedule_policy": "lof"}),
+                               ("sglang-pdmux",), 100, 8.0, quick=True)
+    r = sweep.sweep_policy(pinned, "sglang-pdmux")
+    assert "schedule_policy" not in [t["knob"] for t in r["trials"]]
+    assert "reference_hrrn" not in r
+    # the others get neither
+    r = sweep.sweep_policy(sweep.SweepConfig(Cluster("azure-code"), ("vllm-chunked",), 100, 8.0,
+                                             quick=True), "vllm-chunked")
+    assert "reference_hrrn" not in r and "schedule_policy" not in str(r["trials"])
 
 
 @pytest.mark.parametrize("long_limit, used", [(24.0, "long"), (31.0, "short"), (40.0, "short")])
@@ -133,9 +177,10 @@ def test_a_setting_that_holds_over_the_longer_run_beats_one_that_drifts(monkeypa
     b = sweep.sweep_policy(cfg, "sglang-chunked")["best"]
     assert b["setting"] == {"token_budget": 256} and "capacity_from" not in b
     assert 28 / 1.025 <= b["capacity_qps"] <= 28.0 and b["run_length"]["ok"]
-    # 1024's router trials failed their probes above 30: checked too, and drift as 1024 does
+    # 1024's schedule-policy and router trials failed their probes above 30: checked too, and
+    # drift as 1024 does
     assert [c["setting"] for c in b["length_checked"]] == [
-        "token_budget=1024", "router=total-requests, token_budget=1024",
+        "token_budget=1024", *SCHEDULE_1024, "router=total-requests, token_budget=1024",
         "router=total-tokens, token_budget=1024", "token_budget=256"]
     assert b["length_checked"][0]["capacity_qps"] <= 24.0
     long_runs = {dict(s.knobs).get("token_budget") for s, _, n in calls if n == 200}
@@ -166,10 +211,11 @@ def test_a_setting_whose_probe_failed_is_length_checked_too(monkeypatch):
     b = r["best"]
     assert b["setting"] == {"token_budget": 2048} and b["run_length"]["ok"]
     assert 29 / 1.025 <= b["capacity_qps"] <= 29.0
-    # then 1024's router trials (failed at 31.5, and drifting as 1024 does); 1024 not again
+    # then 1024's schedule-policy and router trials (failed at 31.5, and drifting as 1024
+    # does); 1024 not again
     assert [c["setting"] for c in b["length_checked"]] == [
-        "token_budget=1024", "token_budget=2048", "router=total-requests, token_budget=1024",
-        "router=total-tokens, token_budget=1024"]
+        "token_budget=1024", "token_budget=2048", *SCHEDULE_1024,
+        "router=total-requests, token_budget=1024", "router=total-tokens, token_budget=1024"]
     long_runs = {dict(s.knobs).get("token_budget") for s, _, n in calls if n == 200}
     assert long_runs == {1024, 2048}
 
@@ -189,7 +235,15 @@ def test_tiny_sweep_writes_json_plot_and_table_and_reuses_its_cache(tmp_path, mo
         assert r["best"]["run_length"]["requests"] == 240
         pts = r["best"]["points"]
         assert pts == sorted(pts, key=lambda p: (p["requests"], p["qps"]))
-    assert body["ratios"]["best_alternative"] == "sglang-chunked"
+    # sglang-chunked's best setting and its hrrn reference row (after SGLang 0.5.17): the
+    # higher of the two is the best alternative; duet has no reference row
+    chunked = body["policies"]["sglang-chunked"]
+    ref = chunked["reference_hrrn"]
+    assert ref["setting"] == {**chunked["best"]["setting"], "schedule_policy": "hrrn"}
+    assert "reference_hrrn" not in body["policies"]["duet"]
+    alts = {"sglang-chunked": chunked["best"]["capacity_qps"],
+            "sglang-chunked+hrrn": ref["capacity_qps"]}
+    assert body["ratios"]["best_alternative"] == max(alts, key=alts.get)
     assert (tmp_path / "azure-code-qwen3-8b-tp1.png").stat().st_size > 1000
     md = (tmp_path / "README.md").read_text()
     assert "| duet |" in md and "best-tuned" in md
@@ -292,3 +346,78 @@ def test_the_index_leaves_a_study_readme_alone(tmp_path):
     body = (index / "README.md").read_text()
     assert "### case 2" in body and "### case\n" not in body
     assert body.count(HAND_WRITTEN) == 1 and body.endswith(f"{HAND_WRITTEN}\n## History\n\nprose\n")
+
+
+def test_the_sweep_table_and_ratios_carry_the_hrrn_reference_row():
+    """report.ratios counts ``<policy>+hrrn`` as an alternative; the sweep's table gives it a
+    row of its own, labelled as needing SGLang after 0.5.17."""
+    from benchmark.capacity import report
+
+    def best(cap, label="defaults"):
+        return {"capacity_qps": cap, "label": label, "setting": {}, "points": []}
+
+    result = {"config": {"requests": 100, "cluster": {
+        "trace": "mooncake", "model": "qwen3-8b", "tp": 1, "gpus": 2, "hardware": "h100-sxm",
+        "tbt_slo_ms": 100.0, "ttft_slo_ms": 10000.0, "target": 0.9}},
+        "policies": {"duet": {"default": best(1.0), "best": best(1.2)},
+                     "sglang-chunked": {"default": best(1.0), "best": best(1.1),
+                                        "reference_hrrn": best(1.5, "schedule_policy=hrrn")}},
+        "wall_s": 1.0}
+    rt = report.ratios(result)
+    assert rt["best_alternative"] == "sglang-chunked+hrrn"
+    assert rt["vs_best_alternative"] == round(1.2 / 1.5, 3)
+    assert rt["vs_sglang-chunked"] == round(1.2 / 1.1, 3)
+    assert rt["vs_best_aggregated"] == round(1.2 / 1.1, 3)  # tuned 0.5.17 rows only
+    md = report.markdown(result)
+    assert "| sglang-chunked+hrrn (SGLang after 0.5.17) | - | 1.5 | schedule_policy=hrrn |" in md
+    assert "best alternative (sglang-chunked+hrrn (SGLang after 0.5.17)): 0.80x" in md
+
+
+def _committed(monkeypatch, limit, policy="sglang-chunked", knobs=("token_budget",)):
+    """A sweep of ``policy`` as committed before ``schedule_policy`` existed: its trials cover
+    only ``knobs`` (the fake runs pass below ``limit``)."""
+    ev, calls = _fake_evaluate(limit)
+    for mod in (search, sweep):
+        monkeypatch.setattr(mod, "evaluate", ev)
+    monkeypatch.setattr(sweep, "knobs_for", lambda *a, **k: tuple(
+        kb for kb in knobs_for(*a, **k) if kb.name in knobs))
+    cfg = sweep.SweepConfig(Cluster("azure-code"), (policy,), 100, 8.0)
+    old = sweep.sweep_policy(cfg, policy)
+    monkeypatch.setattr(sweep, "knobs_for", knobs_for)
+    old.pop("reference_hrrn", None)
+    calls.clear()
+    return cfg, old, calls
+
+
+def test_a_committed_sweep_carries_on_over_the_knobs_it_never_tried(monkeypatch):
+    """lpm wins (33 against fcfs's 30 at chunk 1024): the descent continues from the committed
+    best over schedule_policy (and the router after it), never the chunk sizes again; the
+    default and the old trials are kept, the new best is length-checked and hrrn added."""
+    def limit(s, n):
+        k = dict(s.knobs)
+        return (30.0 if k.get("token_budget") == 1024 else 20.0) + (
+            3.0 if k.get("schedule_policy") == "lpm" else 0.0)
+
+    cfg, old, calls = _committed(monkeypatch, limit)
+    r = sweep.sweep_policy(cfg, "sglang-chunked", old)
+    assert r["default"] == old["default"]
+    assert r["trials"][:len(old["trials"])] == old["trials"]
+    new = [t["knob"] for t in r["trials"][len(old["trials"]):]]
+    assert new == ["schedule_policy"] * 3 + ["router"] * 2
+    assert not any(dict(s.knobs).get("token_budget") not in (1024, None) for s, _, _ in calls)
+    assert r["best"]["setting"] == {"schedule_policy": "lpm", "token_budget": 1024}
+    assert 33 / 1.025 <= r["best"]["capacity_qps"] <= 33.0 and r["best"]["run_length"]["ok"]
+    assert r["reference_hrrn"]["setting"]["schedule_policy"] == "hrrn"
+    assert r["extended"]["knobs"] == ["schedule_policy", "router"]
+
+
+def test_a_committed_best_that_stands_is_kept_with_its_run_at_capacity_refreshed(monkeypatch):
+    cfg, old, calls = _committed(monkeypatch, lambda s, n: 30.0)
+    r = sweep.sweep_policy(cfg, "sglang-chunked", old)
+    assert r["best"]["setting"] == old["best"]["setting"]
+    assert r["best"]["capacity_qps"] == old["best"]["capacity_qps"]
+    assert r["best"]["run_length"] == old["best"]["run_length"]  # not searched again
+    refreshed = [c for c in calls if c[1] == round(old["best"]["capacity_qps"], 4)
+                 and dict(c[0].knobs) == old["best"]["setting"]]
+    assert refreshed  # its run at capacity, re-evaluated
+    assert "reference_hrrn" in r and r["extended"]["knobs"]

@@ -12,13 +12,17 @@ from scipy.optimize import linprog
 
 from benchmark.capacity.bound import physical_bound
 from benchmark.capacity.queue_bound import (
+    BEST_ORDERS,
     checked_queue_bound,
     fcfs_first_tokens,
+    ordered_first_tokens,
     prefill_rate,
     queue_bound,
+    sjf_first_tokens,
     window_passes,
 )
 from benchmark.capacity.search import Cluster, Setting
+from sglang_duet.policy.admission import Admission, AdmissionConfig
 from sglang_duet.sim import SimConfig, Simulation, build_arrivals, load_trace
 from sglang_duet.sim.metrics import token_times
 from sglang_duet.sim.steady import steady_state
@@ -107,3 +111,44 @@ def test_window_passes_is_the_steady_state_rule(qps):
     got = window_passes(arrival, first[order], ttft, 0.9)
     assert got == (st["keeps_up"] and st["attainment"] >= 0.9)
     assert got == (qps == 2.0)
+
+
+def test_the_ordered_server_lets_short_prompts_pass_a_long_one():
+    """One server busy for 2 s: a 9 s prefill queues, three 0.5 s ones just after. First come,
+    first served, they all wait for it; in the deadline order (TTFT SLO 5 s) they go first and
+    only the long one is late; past the aging bound (3 x 5 s) nothing overtakes."""
+    arr = np.array([0.0, 0.05, 0.1, 0.2, 0.3])
+    svc = np.array([2.0, 9.0, 0.5, 0.5, 0.5])
+    fcfs = fcfs_first_tokens(arr, svc, 1)
+    adm = Admission(AdmissionConfig("deadline", 5.0), lambda q, c: 0.0)
+    got = ordered_first_tokens(arr, svc, 1, adm)
+    assert np.count_nonzero(fcfs - arr <= 5.0) == 1  # the short ones wait for the long one
+    assert np.count_nonzero(got - arr <= 5.0) == 4
+    assert got[1] == pytest.approx(12.5)
+    # behind a 16 s prefill the long one has waited 15.95 s >= 15 s when the server frees: it
+    # goes first although the short ones (arrived at 14 s) could still make their deadlines
+    arr = np.array([0.0, 0.05, 14.0, 14.1, 14.2])
+    svc = np.array([16.0, 9.0, 0.5, 0.5, 0.5])
+    assert ordered_first_tokens(arr, svc, 1, adm)[1] == pytest.approx(25.0)
+    patient = Admission(AdmissionConfig("deadline", 5.0, aging=4.0), lambda q, c: 0.0)
+    assert ordered_first_tokens(arr, svc, 1, patient)[1] == pytest.approx(26.5)
+
+
+def test_the_best_order_bound_is_at_least_fcfs_on_mooncake():
+    cfg = Cluster("mooncake", "qwen3-8b", 1).sim_config(Setting("duet"), 1.0, 1000)
+    q = queue_bound(cfg, 2000, orders=BEST_ORDERS)
+    assert q["queue_best_qps"] >= q["queue_qps"]
+    assert q["queue_best_order"] in ("fcfs", *BEST_ORDERS)
+    assert q["queue_best_qps"] == max(q["queue_order_qps"].values())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_sjf_heaps_equal_the_readable_order(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    arr = np.sort(rng.uniform(0, 60, n))
+    svc = rng.choice([0.05, 0.3, 1.0, 4.0], n) * rng.uniform(0.5, 1.5, n)
+    adm = Admission(AdmissionConfig("sjf", 2.0, aging=3.0), lambda q, c: 0.0)
+    for servers in (1, 2):
+        want = ordered_first_tokens(arr, svc, servers, adm)
+        assert np.allclose(sjf_first_tokens(arr, svc, servers, adm.aged_s), want)

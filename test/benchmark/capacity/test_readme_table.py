@@ -69,8 +69,8 @@ def test_summary_is_the_sweeps():
             r = c["routers"][pol]
             if label is not None and "router=" in label:
                 assert f"router={r}" in label
-            elif pol != "duet":
-                assert r == POLICIES[pol].router
+            elif pol != "duet":  # a reference row (<policy>+hrrn) runs behind its policy's
+                assert r == POLICIES[pol.split("+")[0]].router
     assert by["mooncake-qwen3-8b-tp1.json"]["routers"]["duet"] == "duet"
 
 
@@ -142,3 +142,42 @@ def test_limit_of():
     assert S.limit_of(point(1.0, False)) == "falls behind"
     assert S.limit_of(point(0.99, False, tbt_client=0.2)) == "falls behind (delivered TBT <1%)"
     assert S.limit_of(point(0.5, True, tbt_server=30, both=20)) == "TBT 30%"
+
+
+def test_a_reference_row_is_an_alternative_named_after_sglang_0_5_17(tmp_path, monkeypatch):
+    """sglang-chunked's hrrn reference row (12) beats every tuned alternative (10, 9): it is the
+    best alternative, named ``sglang-chunked+hrrn`` and labelled as needing SGLang after 0.5.17
+    in the tables; the tuned rows stay in ``alternatives``."""
+    def entry(cap, setting):
+        return {"setting": setting, "capacity_qps": cap,
+                "label": ", ".join(f"{k}={v}" for k, v in sorted(setting.items())) or "defaults"}
+
+    body = {"stamp": {"commit": "x"},
+            "config": {"requests": 100, "cluster": {"trace": "azure-code", "model": "qwen3-8b",
+                                                    "tp": 1, "gpus": 2,
+                                                    "hardware": "h100-sxm"}},
+            "policies": {
+                "duet": {"best": entry(13.0, {}), "default": entry(12.0, {})},
+                "sglang-chunked": {"best": entry(10.0, {"token_budget": 2048}),
+                                   "reference_hrrn": {"note": "SGLang after 0.5.17", **entry(
+                                       12.0, {"token_budget": 2048,
+                                              "schedule_policy": "hrrn"})}},
+                "vllm-chunked": {"best": entry(9.0, {})}}}
+    path = tmp_path / "azure-code-qwen3-8b-tp1.json"
+    path.write_text(json.dumps(body))
+    monkeypatch.setattr(S, "physical_bound", lambda cfg: {
+        "capacity_qps": 20.0, "mixture": {}, "serial_qps": 15.0, "compute_floor_qps": 40.0})
+    monkeypatch.setattr(S, "checked_queue_bound", lambda cfg, n, t: {
+        "queue_qps": 18.0, "queue_ceiling_qps": 19.0, "requests": n})
+    c = S.summarize(str(tmp_path))["cases"][0]
+    assert c["alternatives"] == {"sglang-chunked": 10.0, "sglang-chunked+hrrn": 12.0,
+                                 "vllm-chunked": 9.0}
+    assert c["best_alternative"] == "sglang-chunked+hrrn" and c["best_alternative_qps"] == 12.0
+    assert c["best_alternative_setting"] == "schedule_policy=hrrn, token_budget=2048"
+    assert c["references"] == {"sglang-chunked+hrrn":
+                               "sglang-chunked+hrrn (SGLang after 0.5.17)"}
+    assert c["vs_best_alternative"] == round(13 / 12, 3)
+    assert c["routers"]["sglang-chunked+hrrn"] == POLICIES["sglang-chunked"].router
+    assert c["lower_run"]["best_alternative"] == "sglang-chunked+hrrn"
+    for text in (S.table({"cases": [c]}), S.short_table({"cases": [c]})):
+        assert "sglang-chunked+hrrn (SGLang after 0.5.17) 12.0" in text

@@ -71,3 +71,24 @@ def test_bad_cases_and_seed_0_exit_2(tmp_path, capsys):
 def test_ratio_summary():
     s = ratio_summary([0.95, 1.05, 1.0])
     assert s == {"mean": 1.0, "min": 0.95, "max": 1.05, "seeds": 3, "below": 1}
+
+
+def test_a_reference_row_as_the_best_alternative_runs_its_own_setting():
+    """A sweep whose best alternative is sglang-chunked's hrrn reference row (after SGLang
+    0.5.17) hands seeds that row's setting under sglang-chunked, by the row's name."""
+    from benchmark.capacity.seeds import case_settings
+
+    sweep = {"config": {"cluster": {"trace": "mooncake", "model": "qwen3-8b", "tp": 1,
+                                    "gpus": 2, "seed": 0}, "requests": 100},
+             "ratios": {"best_alternative": "sglang-chunked+hrrn"},
+             "policies": {"duet": {"best": {"setting": {}, "capacity_qps": 1.5}},
+                          "sglang-chunked": {
+                              "best": {"setting": {"token_budget": 2048}, "capacity_qps": 1.3},
+                              "reference_hrrn": {"setting": {"token_budget": 2048,
+                                                             "schedule_policy": "hrrn"},
+                                                 "capacity_qps": 1.4}}}}
+    _, n, pols = case_settings(sweep)
+    assert n == 100 and set(pols) == {"duet", "sglang-chunked+hrrn"}
+    s, cap = pols["sglang-chunked+hrrn"]
+    assert s.policy == "sglang-chunked" and cap == 1.4
+    assert dict(s.knobs) == {"token_budget": 2048, "schedule_policy": "hrrn"}
