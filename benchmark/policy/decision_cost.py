@@ -21,6 +21,18 @@ repetition's median is kept under ``repeat_medians_us``.
 and waiting requests into the policy's records (`runtime.bridge.policy_inputs`), timed on
 stand-ins with the attributes the bridge reads, for the issue's workload (256 running, 8
 waiting). ``per_iteration_median_us`` adds it to the headline's plan() median.
+
+``admission`` (#48 item 7): the issue's 256 running decodes with a queue of 256 waiting prompts
+(0.5K-8K tokens, arrived over the last 20 s; TTFT SLO 10 s, so some can no longer make it), at
+tau = 0.4 s, each iteration as `DuetScheduler` runs it: the queue's candidates
+(`bridge.admission_candidates`), `Admission.order` (deadline) and the in-place reorder, the
+policy's inputs (`bridge.policy_inputs`: the 256 running and the waiting prompts up to the
+token budget, as the scheduler asks), then ``plan()``; the clock advances 20 ms
+per iteration. Two queues: ``steady`` (the same 256 wait, as behind a long chunked prompt or a
+full KV pool: the order's memo answers until a request crosses its deadline or the aging
+bound), and ``churn`` (every iteration the first is admitted and a new request arrives: the
+order is recomputed every time). ``plan_and_order_median_us`` is the part the target is about;
+the translation is listed beside it.
 """
 
 from __future__ import annotations
@@ -37,7 +49,8 @@ from sglang_duet.latency import LatencyModel, get_hardware, get_model
 from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
 from sglang_duet.partition.plan import plan_menu
 from sglang_duet.policy import DuetPolicy, ReqState
-from sglang_duet.runtime.bridge import policy_inputs
+from sglang_duet.policy.admission import Admission, AdmissionConfig, model_prefill_seconds
+from sglang_duet.runtime.bridge import admission_candidates, policy_inputs
 
 DEFAULT_OUT = ROOT / "benchmark" / "results" / "policy" / "decision_cost.json"
 TARGET_US = 100.0  # issue 4: median plan() cost on the issue's workload, every decision path
@@ -150,6 +163,70 @@ def time_inputs(decodes: list[ReqState], waiting: list[ReqState], iters: int
             "p99_us": round(samples[int(0.99 * (len(samples) - 1))], 1)}
 
 
+class _SglWaiting(_SglReq):
+    """A waiting stand-in with the arrival stamp `bridge.admission_candidates` reads."""
+
+    __slots__ = ("time_stats",)
+
+    def __init__(self, state: ReqState, arrival_s: float) -> None:
+        super().__init__(state)
+        self.time_stats = argparse.Namespace(scheduler_recv_time=arrival_s,
+                                             wait_queue_entry_time=arrival_s)
+
+
+ADMISSION_TAU_S, ADMISSION_STEP_S = 0.4, 0.02
+
+
+def time_admission(decodes: list[ReqState], iters: int, churn: bool, seed: int = 1
+                   ) -> dict[str, object]:
+    """One `DuetScheduler` iteration's admission order, inputs and plan (module docstring),
+    microseconds per part."""
+    rng = random.Random(seed)
+    pol = policy(ADMISSION_TAU_S)
+    adm = Admission(AdmissionConfig("deadline", 10.0), model_prefill_seconds(pol.latency))
+    now = 1000.0
+
+    def arrival(i: int, at: float) -> _SglWaiting:
+        return _SglWaiting(ReqState(f"q{i}", rng.randint(512, 8192), 0, 0), at)
+
+    queue = [arrival(i, now - rng.uniform(0.0, 20.0)) for i in range(256)]
+    running = [_SglReq(r) for r in decodes]
+    parts: dict[str, list[float]] = {k: [] for k in ("order", "plan", "candidates", "inputs")}
+    plan_and_order, total = [], []
+    clock = time.perf_counter_ns
+    for it in range(iters + 50):  # the first 50: warm-up
+        t0 = clock()
+        cands = admission_candidates(queue)
+        t1 = clock()
+        perm = adm.order(cands, now)
+        if any(i != k for k, i in enumerate(perm)):
+            queue[:] = [queue[i] for i in perm]
+        t2 = clock()
+        dec, wait = policy_inputs(running, queue, None, pol.token_budget)
+        t3 = clock()
+        pol.plan(dec, wait)
+        t4 = clock()
+        if it >= 50:
+            for k, v in (("candidates", t1 - t0), ("order", t2 - t1), ("inputs", t3 - t2),
+                         ("plan", t4 - t3)):
+                parts[k].append(v / 1e3)
+            plan_and_order.append((t2 - t1 + t4 - t3) / 1e3)
+            total.append((t4 - t0) / 1e3)
+        for r in running:
+            r.output_ids.append(0)
+        now += ADMISSION_STEP_S
+        if churn:
+            queue.pop(0)
+            queue.append(arrival(256 + it, now))
+    return {"iters": iters, "running": len(running), "waiting": len(queue),
+            "queue": "churn" if churn else "steady", "order": "deadline",
+            "tbt_slo_s": ADMISSION_TAU_S, "ttft_slo_s": 10.0, "step_s": ADMISSION_STEP_S,
+            "plan_and_order_median_us": round(statistics.median(plan_and_order), 1),
+            "per_iteration_median_us": round(statistics.median(total), 1),
+            "per_iteration_p99_us": round(sorted(total)[int(0.99 * (len(total) - 1))], 1),
+            "parts_median_us": {k: round(statistics.median(v), 1) for k, v in parts.items()}}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--iters", type=int, default=3000)
@@ -178,16 +255,27 @@ def main(argv: list[str] | None = None) -> None:
 
     runs: list[list[dict[str, object]]] = [[] for _ in cases]
     input_runs = []
+    admission_runs: dict[str, list[dict[str, object]]] = {"steady": [], "churn": []}
     for _ in range(args.repeat):  # interleaved: a burst of load hits one repetition of each
         for i, (name, tau, decodes, waiting) in enumerate(cases):
             pol = policy(tau, args.menu)
             runs[i].append({"case": name, "tbt_slo_s": tau,
                             **time_plans(pol, decodes, waiting, args.iters)})
         input_runs.append(time_inputs(dec, wait, min(args.iters, 1000)))
+        for queue_kind, rows in admission_runs.items():
+            rows.append(time_admission(dec, min(args.iters, 1000), queue_kind == "churn"))
     inputs = min(input_runs, key=lambda r: r["median_us"])
     inputs["repeat_medians_us"] = [r["median_us"] for r in input_runs]
     print(f"{'inputs: bridge.policy_inputs, 256 running + 8 waiting':58s} median "
           f"{inputs['median_us']:7.1f} us  p99 {inputs['p99_us']:7.1f} us")
+    admission = {}
+    for queue_kind, rows in admission_runs.items():
+        row = min(rows, key=lambda r: r["plan_and_order_median_us"])
+        row["repeat_plan_and_order_medians_us"] = [r["plan_and_order_median_us"] for r in rows]
+        admission[queue_kind] = row
+        print(f"{'admission: 256 running + 256 waiting, ' + queue_kind + ' queue':58s} "
+              f"plan+order {row['plan_and_order_median_us']:7.1f} us  per iteration "
+              f"{row['per_iteration_median_us']:7.1f} us  {row['parts_median_us']}")
     results = []
     for rows in runs:
         row = min(rows, key=lambda r: r["median_us"])
@@ -218,6 +306,9 @@ def main(argv: list[str] | None = None) -> None:
         "medians_us": {r["case"]: r["median_us"] for r in results},
         "inputs": inputs,
         "per_iteration_median_us": round(inputs["median_us"] + head["median_us"], 1),
+        "admission": admission,
+        "admission_plan_and_order_within_target": {
+            k: v["plan_and_order_median_us"] <= TARGET_US for k, v in admission.items()},
         "cases": results,
     }
     print(f"wrote {write_result(args.out, out, argv=argv)}")

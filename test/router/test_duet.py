@@ -111,3 +111,55 @@ def test_within_tau_the_soonest_first_token_wins():
     d = r.pick(1000)
     assert d.replica == 0 and "<= tau" in d.reason
     assert d.load_s < r.predicted_loads()[1]
+
+
+def _with_order(ctx, order, **kw):
+    """``ctx`` with the replicas' admission order (the runtime's `build_admission`)."""
+    import dataclasses
+
+    from sglang_duet.args import DuetArgs
+    from sglang_duet.runtime.components import build_admission
+
+    return dataclasses.replace(ctx, admission=build_admission(DuetArgs(admission=order, **kw),
+                                                              ctx.latency))
+
+
+def test_the_wait_follows_the_replicas_admission_order(ctx):
+    """#48: replica 0 has two long prompts queued (100K tokens), replica 1 nothing. In arrival
+    order a short request there would wait for both: the router sends it to 1, out of turn.
+    Under sjf the replica prefills the short one first: its wait on replica 0 is its own
+    prefill, so replica 0 keeps its turn."""
+    loads = [_load(0, waiting=2, queued_tokens=100_000), _load(1)]
+    picked = {}
+    for order in ("fcfs", "sjf"):
+        r = make_router("duet", 2, _with_order(ctx, order))
+        r.observe(loads, now=0.0)
+        picked[order] = r.pick(500)
+    assert picked["fcfs"].replica == 1 and "out of turn" in picked["fcfs"].reason
+    assert picked["sjf"].replica == 0 and "in turn" in picked["sjf"].reason
+    plain = make_router("duet", 2, ctx)  # no admission given: arrival order, as fcfs
+    plain.observe(loads, now=0.0)
+    assert plain.pick(500) == picked["fcfs"]
+
+
+@pytest.mark.parametrize("order, prompt, ahead", [
+    ("fcfs", 500, 100_000),
+    ("sjf", 500, 0),          # shorter than the queued mean: first
+    ("sjf", 60_000, 100_000),  # longer: after both
+    ("deadline", 500, 100_000),  # 10 s SLO: all three make it, in arrival order
+])
+def test_queued_tokens_ahead_of_a_new_request(ctx, order, prompt, ahead):
+    r = make_router("duet", 1, _with_order(ctx, order))
+    r.observe([_load(0, waiting=2, queued_tokens=100_000)], now=0.0)
+    assert r._ahead_tokens(r.views[0], prompt) == ahead
+
+
+def test_deadline_order_lets_a_short_request_past_queued_ones_that_miss():
+    """With a 1 s TTFT SLO, four queued prompts of 30K tokens (about 1.2 s of prefill each on
+    the whole device) cannot make it; Moore-Hodgson keeps the short newcomer on time and sets
+    them aside: nothing is predicted ahead of it (in arrival order all 120K tokens would be)."""
+    lm = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"))
+    base = RouterContext(latency=lm, tbt_slo_s=0.1, token_budget=8192)
+    r = make_router("duet", 1, _with_order(base, "deadline", ttft_slo_ms=1000.0))
+    r.observe([_load(0, waiting=4, queued_tokens=120_000)], now=0.0)
+    assert r._ahead_tokens(r.views[0], 500) == 0

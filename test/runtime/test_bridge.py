@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from sglang_duet.policy import ReqState
 from sglang_duet.runtime.bridge import decode_state, policy_inputs, waiting_state
 
@@ -39,6 +41,27 @@ def test_policy_inputs_order_chunked_first_and_skip_finished():
     assert [d.rid for d in decodes] == ["d1"]
     assert [w.rid for w in queue] == ["c", "w1", "w2"]
     assert queue[0].computed == 128
+
+
+@pytest.mark.parametrize("budget", [1, 19, 20, 21, 50, 172, 300, 10_000])
+def test_policy_inputs_up_to_the_token_budget_read_the_same(budget):
+    """The queue translated only until it holds more than the budget's tokens gives every
+    reader what the whole queue gives (#48: 256 waiting requests each iteration)."""
+    from sglang_duet.policy.batching import chunk_waiting
+    from sglang_duet.runtime.bridge import backlog, claimed_tokens, kv_held
+
+    chunked = req("c", 300, prefix=128)  # 172 tokens left
+    waiting = [chunked] + [req(f"w{i}", 20 + 10 * i, prefix=5 * (i % 2)) for i in range(12)]
+    whole = policy_inputs([], waiting, chunked).waiting
+    cut = policy_inputs([], waiting, chunked, budget).waiting
+    assert cut == whole[:len(cut)]
+    assert len(cut) < len(whole) or budget == 10_000  # all 13 hold 1,042 tokens
+    for b in range(0, budget + 1, max(1, budget // 7)):
+        assert backlog(cut, b) == backlog(whole, b)
+        assert claimed_tokens(cut, b) == claimed_tokens(whole, b)
+        assert chunk_waiting(cut, b) == chunk_waiting(whole, b)
+        for free in (10, 200, 700, 5000):
+            assert kv_held(cut, free, b, 1, 4096, True) == kv_held(whole, free, b, 1, 4096, True)
 
 
 def test_backlog_is_prompt_work_beyond_one_iteration():

@@ -36,7 +36,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["ADMISSION_ORDERS", "Admission", "AdmissionConfig", "Candidate", "fit_prefill_seconds"]
+from ..latency import Batch
+
+__all__ = ["ADMISSION_ORDERS", "Admission", "AdmissionConfig", "Candidate", "fit_prefill_seconds",
+           "model_prefill_seconds"]
 
 ADMISSION_ORDERS = ("fcfs", "deadline", "sjf")
 
@@ -87,6 +90,14 @@ def fit_prefill_seconds(predict: PrefillSeconds) -> PrefillSeconds:
     return seconds
 
 
+def model_prefill_seconds(latency: object) -> PrefillSeconds:
+    """`fit_prefill_seconds` of one request's whole-device prefill as ``latency`` (a
+    `sglang_duet.latency.LatencyModel`) predicts it: what the runtime's scheduler and router
+    order by, fitted once at start-up."""
+    return fit_prefill_seconds(
+        lambda q, c: latency.predict(Batch([q], [c])).total_s)  # type: ignore[attr-defined]
+
+
 def _lstsq(rows: list[tuple[float, float, float]], ys: list[float]) -> tuple[float, ...]:
     """Least squares by the normal equations, scaled (three unknowns: no numpy needed here)."""
     scale = [max(abs(r[i]) for r in rows) or 1.0 for i in range(3)]
@@ -106,25 +117,137 @@ def _lstsq(rows: list[tuple[float, float, float]], ys: list[float]) -> tuple[flo
 
 class Admission:
     """`order` for one replica: ``seconds(q, c)``: predicted prefill seconds (see the module
-    docstring; `fit_prefill_seconds`)."""
+    docstring; `fit_prefill_seconds`).
+
+    `reference_order` states the rule readably; `order` returns the same list faster, as every
+    driver calls it once per iteration over the whole queue (a runtime with 256 waiting
+    requests): each candidate's seconds are kept by the candidate, and the last answer
+    is reused while the queue is equal and ``now`` has not reached the first moment that would
+    change it (a request crossing the aging bound, or a Moore-Hodgson comparison flipping:
+    `_Memo`). Candidates may be plain ``(arrival_s, prompt_len, cached)`` tuples."""
+
+    _SECONDS_KEPT = 1 << 16  # entries of the per-shape seconds cache before it is cleared
 
     def __init__(self, cfg: AdmissionConfig, seconds: PrefillSeconds) -> None:
         self.cfg = cfg
         self.seconds = seconds
         self.aged_s = cfg.aging * cfg.ttft_slo_s
+        self._secs: dict[tuple[float, int, int], tuple[float, float]] = {}
+        self._memo: _Memo | None = None
 
     def deadline(self, c: Candidate) -> float:
-        return c.arrival_s + self.cfg.ttft_slo_s + self.cfg.per_token_s * c.prompt_len
+        return c[0] + self.cfg.ttft_slo_s + self.cfg.per_token_s * c[1]
 
     def service(self, c: Candidate) -> float:
-        q = max(1, c.prompt_len - c.cached)
-        return self.seconds(q, c.prompt_len - q)
+        q = max(1, c[1] - c[2])
+        return self.seconds(q, c[1] - q)
 
     def order(self, waiting: Sequence[Candidate], now: float,
               service_s: Sequence[float] | None = None) -> list[int]:
         """Indices of ``waiting`` in the order to admit (``now``: seconds, same clock as the
         arrivals; ``service_s``: each request's prefill seconds where the caller knows them,
-        else predicted)."""
+        else predicted); equal to `reference_order`."""
+        n = len(waiting)
+        if n < 2:
+            return list(range(n))
+        svc = None if service_s is None else list(service_s)
+        memo = self._memo
+        if (memo is not None and memo.since <= now < memo.until and memo.waiting == waiting
+                and memo.service == svc):
+            return list(memo.result)
+        result, until = self._compute(waiting, now, svc)
+        self._memo = _Memo(list(waiting), svc, now, until, result)
+        return list(result)
+
+    def _costs_of(self, waiting: Sequence[Candidate]) -> tuple[Sequence[float], ...]:
+        """(service seconds, deadlines) of the candidates (`service`, `deadline`), each pair
+        kept by the candidate itself (a tuple: its arrival, prompt and cached tokens), so that
+        a request seen in an earlier queue costs one lookup."""
+        kept = self._secs
+        if len(kept) > self._SECONDS_KEPT:
+            kept.clear()
+        get, miss = kept.get, self._cost
+        return tuple(zip(*[get(c) or miss(c) for c in waiting], strict=True))
+
+    def _cost(self, c: Candidate) -> tuple[float, float]:
+        q = max(1, c[1] - c[2])
+        pair = self._secs[c] = (self.seconds(q, c[1] - q),
+                                c[0] + self.cfg.ttft_slo_s + self.cfg.per_token_s * c[1])
+        return pair
+
+    def _compute(self, waiting: Sequence[Candidate], now: float, svc: list[float] | None
+                 ) -> tuple[list[int], float]:
+        """`reference_order` and the first ``now`` at which it may differ (seconds; less a
+        margin for the rounding of sums that start at ``now``); ``svc``: as `order`'s
+        ``service_s``."""
+        n = len(waiting)
+        cut, aged_s = now - self.aged_s, self.aged_s
+        arr = [c[0] for c in waiting]
+        first = min(arr)
+        if first > cut:  # nobody past the aging bound (the usual case): no pass over the queue
+            aged, rest, until = [], list(range(n)), first + aged_s
+        else:
+            aged = sorted((i for i in range(n) if arr[i] <= cut), key=arr.__getitem__)
+            rest = [i for i in range(n) if arr[i] > cut]
+            until = min((arr[i] for i in rest), default=float("inf")) + aged_s
+        kind = self.cfg.order
+        if kind == "fcfs":
+            rest.sort(key=arr.__getitem__)
+        elif kind == "sjf":
+            serv = self._costs_of(waiting)[0] if svc is None else svc
+            rest = [i for _, _, i in sorted([(serv[i], arr[i], i) for i in rest])]
+        elif rest:
+            rest, flip = self._on_time_first_fast(waiting, rest, arr, now, svc)
+            until = min(until, flip)
+        return (aged + rest if aged else rest), until - _MARGIN_S
+
+    def _on_time_first_fast(self, waiting: Sequence[Candidate], idx: list[int],
+                            arr: list[float], now: float, svc: list[float] | None
+                            ) -> tuple[list[int], float]:
+        """`_on_time_first`, plus the least ``now`` at which one of its comparisons ``t > due``
+        would come out otherwise (t is ``now`` plus the work taken so far). The same steps, in
+        cheaper form: indices sorted by one float key (tuples only where deadlines tie), the
+        heap built at the first late request, a push and pop as one `heapq.heappushpop`."""
+        serv, due = self._costs_of(waiting)
+        if svc is not None:
+            serv = svc
+        order = sorted(idx, key=due.__getitem__)  # stable: equal keys keep ascending indices
+        # ties: by arrival, then by index (the reference's stable sort); where every arrival
+        # is the same (the router's stand-in queue), the sort by deadline already is that
+        if len({due[i] for i in idx}) < len(idx) and len({arr[i] for i in idx}) > 1:
+            order.sort(key=lambda i: (due[i], arr[i]))
+        t, kept, late = now, [], []
+        heap = False
+        slack = float("inf")
+        pushpop, push = heapq.heappushpop, heapq.heappush
+        for i in order:
+            s = serv[i]
+            t += s
+            d = due[i]
+            if t > d:
+                if not heap:
+                    heapq.heapify(kept)
+                    heap = True
+                neg, j = pushpop(kept, (-s, i))
+                t += neg
+                late.append(j)
+            else:  # on time until now + (t - now) passes d
+                if d - t < slack:
+                    slack = d - t
+                if heap:
+                    push(kept, (-s, i))
+                else:
+                    kept.append((-s, i))
+        if not late:
+            return order, now + slack
+        gone = set(late)
+        return [i for i in order if i not in gone] + late_sorted(order, gone), now + slack
+
+    def reference_order(self, waiting: Sequence[Candidate], now: float,
+                        service_s: Sequence[float] | None = None) -> list[int]:
+        """The rule, readably (`order` is the same, faster): requests past the aging bound
+        first in arrival order, then the rest in the configured order."""
+        waiting = [Candidate(*c) for c in waiting]
         n = len(waiting)
         if n < 2:
             return list(range(n))
@@ -159,3 +282,24 @@ class Admission:
         if not late:
             return idx
         return [i for i in idx if i not in late] + [i for i in idx if i in late]
+
+
+# How much earlier than the exact moment a memoised order is recomputed (seconds): the sums
+# that decide it start at ``now``, and their rounding differs by far less than this.
+_MARGIN_S = 1e-6
+
+
+def late_sorted(order: list[int], gone: set[int]) -> list[int]:
+    """The set-aside requests in ``order``'s (deadline) order."""
+    return [i for i in order if i in gone]
+
+
+class _Memo(NamedTuple):
+    """The last answer of `Admission.order`: for ``waiting`` (and the given ``service``
+    seconds) it holds while since <= now < until (seconds)."""
+
+    waiting: list[Candidate]
+    service: list[float] | None
+    since: float
+    until: float
+    result: list[int]

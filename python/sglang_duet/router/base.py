@@ -13,9 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from .load import Decision, NoReplicaError, ReplicaLoad
+
+if TYPE_CHECKING:
+    from sglang_duet.policy.admission import Admission
 
 __all__ = ["REFRESH_S", "Router", "RouterContext", "View"]
 
@@ -32,12 +35,16 @@ class RouterContext:
     tbt_slo_s: the replicas' time-between-tokens SLO tau (seconds).
     token_budget: prompt tokens per iteration (SGLang's chunked-prefill size).
     refresh_s: shortest interval between two applied rounds of reports (seconds).
+    admission: the replicas' admission order, a `sglang_duet.policy.admission.Admission`
+        (``--duet-admission``; duet router only): which queued prompts a new one would wait
+        for. None: arrival order.
     """
 
     latency: object | None = None
     tbt_slo_s: float = 0.1
     token_budget: int = 8192
     refresh_s: float = REFRESH_S
+    admission: Admission | None = None
 
 
 class View:

@@ -6,8 +6,17 @@ with Q prompt tokens not yet computed), the latency model predicts:
 
 * t_mix: one mixed iteration, a full prompt chunk (token budget B) plus the n decodes. Prefill
   progresses at rate = B / t_mix tokens per second under that decode load, so a new request of p
-  prompt tokens gets its first token after about wait = (Q + p) / rate seconds ((Q + B) / rate
-  is the replica's load figure for /metrics and the gateway).
+  prompt tokens gets its first token after about wait = (A + p) / rate seconds, A the queued
+  tokens the replica's admission order (`RouterContext.admission`, the runtime's and the
+  simulator's `policy.admission.Admission`) would prefill before it ((Q + B) / rate is the
+  replica's load figure for /metrics and the gateway).
+
+  A comes from what a report holds: w queued requests and Q tokens, no prompt lengths and no
+  arrival times. The router asks the same `Admission.order` about w requests of Q / w tokens
+  each and the new one, every one arrived now (so no request is past the aging bound, and the
+  queued ones come first on ties); A is Q / w tokens for each queued request placed before the
+  new one. In arrival order (fcfs, or no admission given) A = Q. Tokens of a chunked prefill in
+  progress are part of Q, spread over the w requests (SGLang continues that one first).
 * t_future: one decode step once the queued requests and this one decode there too:
   t_decode + (w + 1) * per_request + (Q + p) * per_context_token, with both slopes predicted by
   the model at the replica's mean context. Above tau not even the whole device keeps that decode
@@ -77,6 +86,9 @@ class DuetRouter(Router):
         self._costs: list[_Costs | None] = [None] * len(self.views)
         self._turn = -1  # the replica chosen last: the next one is in turn
         self._shapes: dict[tuple[int, int], tuple[float, float, float, float, float]] = {}
+        adm = self.ctx.admission
+        self._admission = adm if adm is not None and adm.cfg.order != "fcfs" else None
+        self._ahead: dict[tuple[int, int, int], int] = {}  # (w, Q / w, p) -> requests before
 
     def _predict(self, v: View) -> _Costs:
         c = self._costs[v.idx]
@@ -107,6 +119,23 @@ class DuetRouter(Router):
         per_req = max(plus - dec - per_token * mean, 0.0)
         return self.ctx.token_budget / mix, mix, dec, per_req, per_token
 
+    def _ahead_tokens(self, v: View, prompt_tokens: int) -> int:
+        """Queued tokens the admission order would prefill before a new request of
+        ``prompt_tokens`` on replica ``v`` (the module docstring's A)."""
+        w, queued = v.waiting, v.queued_tokens
+        if self._admission is None or w == 0:
+            return queued
+        mean = queued // w
+        key = (w, mean, prompt_tokens)
+        before = self._ahead.get(key)
+        if before is None:
+            if len(self._ahead) >= _SHAPES_MAX:
+                self._ahead.clear()
+            cands = [(0.0, mean, 0)] * w
+            cands.append((0.0, prompt_tokens, 0))
+            before = self._ahead[key] = self._admission.order(cands, 0.0).index(w)
+        return queued if before == w else queued * before // w
+
     def _choose(self, prompt_tokens: int, alive: Sequence[View]) -> Decision:
         missing = [v.idx for v in alive if not v.reported]
         if missing:
@@ -119,7 +148,7 @@ class DuetRouter(Router):
         for v in alive:
             c = self._predict(v)
             queued = v.queued_tokens + prompt_tokens
-            wait = queued / c.rate
+            wait = (self._ahead_tokens(v, prompt_tokens) + prompt_tokens) / c.rate
             future = c.decode_s + (v.waiting + 1) * c.per_req_s + queued * c.per_token_s
             fits = not v.capacity_tokens or (
                 v.context_tokens + queued <= v.capacity_tokens)

@@ -33,10 +33,12 @@ def token_budget(server_args: Any) -> int:
 
 
 def router_context(duet_args: dict[str, Any], server_args: Any) -> RouterContext:
-    """The latency model of one replica (TP = --tp-size) on the detected hardware."""
+    """The latency model of one replica (TP = --tp-size) on the detected hardware, and the
+    replicas' admission order (``--duet-admission``), which the duet router's first-token
+    prediction follows."""
     from sglang_duet.args import DuetArgs
     from sglang_duet.latency import Calibration, LatencyModel, ModelSpec
-    from sglang_duet.runtime.components import detect_hardware
+    from sglang_duet.runtime.components import build_admission, detect_hardware
 
     args = DuetArgs(**duet_args)
     device = str(getattr(server_args, "device", None) or "cuda")
@@ -45,4 +47,5 @@ def router_context(duet_args: dict[str, Any], server_args: Any) -> RouterContext
     calibration = Calibration.load(args.calibration) if args.calibration else None
     latency = LatencyModel(hardware, model, calibration)
     return RouterContext(latency=latency, tbt_slo_s=args.tbt_slo_s,
-                         token_budget=token_budget(server_args))
+                         token_budget=token_budget(server_args),
+                         admission=build_admission(args, latency))

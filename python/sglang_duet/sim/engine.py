@@ -47,7 +47,7 @@ from .policies import PlanContext, PolicySpec, check_config, get_policy
 from .replica import Replica
 from .request import Request
 from .router import SimRouter
-from .schedule import queue_order
+from .schedule import duet_admission, queue_order
 
 __all__ = ["SimResult", "Simulation", "simulate"]
 
@@ -133,7 +133,9 @@ class Simulation:
         self.frontend = costs.frontend(len(self.entry))
         self.router_name = self.spec.router_for(cfg)
         self.router = SimRouter(self.router_name, len(self.entry), self.latency,
-                                cfg.tbt_slo_ms / 1e3, cfg.token_budget)
+                                cfg.tbt_slo_ms / 1e3, cfg.token_budget,
+                                duet_admission(cfg, self.latency)
+                                if self.spec.name == "duet" else None)
         self._heap: list[tuple[float, int, int, object]] = []
         self._seq = 0
         self._end_at = [INF] * len(self.replicas)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sglang_duet.policy.admission import Admission
 from sglang_duet.router import ROUTERS, ReplicaLoad, RouterContext, make_router
 
 from .replica import Replica
@@ -37,9 +38,12 @@ class SimRouter:
     """Routes arrivals among `replicas` (by position) with a registry router."""
 
     def __init__(self, name: str, num_replicas: int, latency: object, tbt_slo_s: float,
-                 token_budget: int) -> None:
+                 token_budget: int, admission: Admission | None = None) -> None:
+        """``admission``: the replicas' admission order, which the duet router's first-token
+        prediction follows (`RouterContext.admission`)."""
         self.router = make_router(name, num_replicas,
-                                  RouterContext(latency, tbt_slo_s, token_budget))
+                                  RouterContext(latency, tbt_slo_s, token_budget,
+                                                admission=admission))
 
     def pick(self, replicas: Sequence[Replica], r: Request, now: float) -> Replica:
         router = self.router

@@ -19,8 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from sglang_duet.latency import Batch, LatencyModel
-from sglang_duet.policy.admission import Admission, AdmissionConfig, Candidate, fit_prefill_seconds
+from sglang_duet.latency import LatencyModel
+from sglang_duet.policy.admission import (
+    Admission,
+    AdmissionConfig,
+    Candidate,
+    model_prefill_seconds,
+)
 
 from .config import SimConfig
 from .request import Request
@@ -29,7 +34,7 @@ from .sglang_orders import ORDERS
 if TYPE_CHECKING:
     from .replica import Replica
 
-__all__ = ["SGLANG_ORDERS", "QueueOrder", "duet_order", "queue_order"]
+__all__ = ["SGLANG_ORDERS", "QueueOrder", "duet_admission", "duet_order", "queue_order"]
 
 QueueOrder = Callable[[Iterable[Request], float, "Replica"], list[Request]]
 
@@ -40,13 +45,21 @@ SGLANG_ORDERS: dict[str, Callable[[SimConfig], QueueOrder | None]] = {
 }
 
 
-def duet_order(cfg: SimConfig, latency: LatencyModel) -> QueueOrder | None:
-    """Duet's admission order for ``cfg`` (None: arrival order)."""
+def duet_admission(cfg: SimConfig, latency: LatencyModel) -> Admission | None:
+    """A new `Admission` of duet's order for ``cfg`` (None: arrival order): one per replica and
+    one for the router, each with its own memo."""
     if cfg.duet_admission == "fcfs":
         return None
-    adm = Admission(AdmissionConfig(cfg.duet_admission, cfg.ttft_slo_ms / 1e3,
-                                    cfg.duet_ttft_per_token_ms / 1e3, cfg.duet_aging),
-                    _fitted(latency))
+    return Admission(AdmissionConfig(cfg.duet_admission, cfg.ttft_slo_ms / 1e3,
+                                     cfg.duet_ttft_per_token_ms / 1e3, cfg.duet_aging),
+                     _fitted(latency))
+
+
+def duet_order(cfg: SimConfig, latency: LatencyModel) -> QueueOrder | None:
+    """Duet's admission order for ``cfg`` (None: arrival order)."""
+    adm = duet_admission(cfg, latency)
+    if adm is None:
+        return None
 
     def order(queue: Iterable[Request], now: float, rep: Replica) -> list[Request]:
         reqs = list(queue)
@@ -65,8 +78,7 @@ def _fitted(latency: LatencyModel) -> Callable[[int, int], float]:
     """`fit_prefill_seconds` of ``latency``'s whole-device prefill, once per model object."""
     key = id(latency)
     if key not in _FITS:
-        _FITS[key] = fit_prefill_seconds(
-            lambda q, c: latency.predict(Batch([q], [c])).total_s)
+        _FITS[key] = model_prefill_seconds(latency)
     return _FITS[key]
 
 
