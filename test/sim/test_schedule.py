@@ -40,3 +40,10 @@ def test_duet_admission_is_a_checked_knob():
         SimConfig(duet_admission="lifo").validate()
     with pytest.raises(ValueError, match="schedule-policy"):
         SimConfig(schedule_policy="nope").validate()
+
+
+def test_the_config_names_every_order_the_simulator_follows():
+    from sglang_duet.sim.config import SCHEDULE_POLICIES
+    from sglang_duet.sim.schedule import SGLANG_ORDERS
+
+    assert tuple(SGLANG_ORDERS) == SCHEDULE_POLICIES

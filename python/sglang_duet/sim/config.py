@@ -7,9 +7,12 @@ from dataclasses import asdict, dataclass, field, fields
 
 from sglang_duet.policy.backlog import BACKLOG_DECODE_SHARE
 
-__all__ = ["AUTO_ROUTER", "SimConfig"]
+__all__ = ["AUTO_ROUTER", "SCHEDULE_POLICIES", "SimConfig"]
 
 AUTO_ROUTER = "auto"  # each system's own default router (PolicySpec.router)
+# SGLang's --schedule-policy values the simulator follows (sim/schedule.py's SGLANG_ORDERS;
+# hrrn: after 0.5.17)
+SCHEDULE_POLICIES = ("fcfs", "lpm", "dfs-weight", "lof", "hrrn")
 
 
 def _f(default, help: str):  # noqa: A002 - mirrors argparse's name
@@ -142,11 +145,9 @@ class SimConfig:
 
         AdmissionConfig(self.duet_admission, self.ttft_slo_ms / 1e3,
                         self.duet_ttft_per_token_ms / 1e3, self.duet_aging)
-        from .schedule import SGLANG_ORDERS
-
-        if self.schedule_policy not in SGLANG_ORDERS:
+        if self.schedule_policy not in SCHEDULE_POLICIES:
             raise ValueError(f"unknown --schedule-policy {self.schedule_policy!r}; choices: "
-                             f"{', '.join(SGLANG_ORDERS)}")
+                             f"{', '.join(SCHEDULE_POLICIES)}")
         if self.partition_min_sms < 1:
             raise ValueError("--partition-min-sms must be >= 1")
         if self.frontend_workers < 1:

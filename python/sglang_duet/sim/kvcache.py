@@ -13,7 +13,8 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["Flavor", "KvCache", "KvSizing", "kv_steps", "pages_for", "size_kv_cache"]
+__all__ = ["Flavor", "KvCache", "KvSizing", "kv_steps", "pages_for", "preemption_victim",
+           "size_kv_cache"]
 
 PAGE_SIZE = 16
 
@@ -159,3 +160,15 @@ class Flavor:
         if name == "vllm":
             return cls("vllm", 0.0, 0.0, 1)
         return cls("sglang", retract_to_back=sglang_schedule)
+
+
+def preemption_victim(flavor: Flavor, running: list, prefilling: list):
+    """The request a replica of ``flavor`` preempts first when pages run out: vLLM the running
+    request admitted last; SGLang the one with the fewest output tokens (the latest admitted
+    among equals); with nothing running, the last prefilling request; None when there is none.
+    """
+    if running:
+        if flavor.name == "vllm":
+            return max(running, key=lambda r: r.admit_seq)
+        return min(running, key=lambda r: (r.generated, -r.admit_seq))
+    return prefilling[-1] if prefilling else None

@@ -2,27 +2,23 @@
 
 Request lifecycle on a replica:
 
-1. ``queue``: routed here, no KV yet (arrival order; preempted requests re-enter at the front,
-   or at the back under SGLang's schedule, ``Flavor.retract_to_back``). Before each admission
-   the replica's ``order`` (`sim.schedule`: the system's schedule policy, duet's admission
-   order) may reorder it.
-2. ``prefilling``: admitted -- KV pages for its whole (re)prefill are held; a prefix-cache hit
-   starts it with those tokens computed. Admission takes the queue in order, head-of-line
-   blocking, up to ``token_budget`` prompt tokens in flight and ``max_running`` requests, only
-   while the pages fit next to the running decodes' next step plus, for the ``sglang``
-   flavour, a reservation of ``ratio x remaining output tokens`` (SGLang's new-token ratio:
-   starts at 0.7, decays to 0.1 over ``reserve_decay_steps`` decode steps, back to 0.7 after a
-   retraction).
-3. ``running``: prefill done (first token sampled), one token per decode step. Before every
-   iteration each running request gets the pages its next step(s) write; when they do not fit,
-   requests are preempted (retract + recompute) until they do.
+1. ``queue``: routed here, no KV yet, in arrival order (a retracted request re-enters at the
+   front, or at the back under SGLang's, ``Flavor.retract_to_back``), which ``order``
+   (`sim.schedule`: a schedule policy, duet's admission order) may change before admission.
+2. ``prefilling``: admitted, in queue order, head-of-line blocking -- up to ``token_budget``
+   prompt tokens in flight and ``max_running`` requests, while the pages of its whole
+   (re)prefill fit beside the running decodes' next step plus, for ``sglang``, ``ratio x
+   remaining output tokens`` (SGLang's new-token ratio: 0.7, decaying to 0.1 over
+   ``reserve_decay_steps`` decode steps, 0.7 again after a retraction); a prefix-cache hit
+   starts it with those tokens computed.
+3. ``running``: prefill done (first token sampled), one token per decode step; when the pages
+   its next step(s) write do not fit, requests are preempted (retract + recompute).
 
-Iterations come in two shapes. A *planned* iteration asks the planner for a BatchPlan (backlog:
-requests queued after admission; KV held: admission stopped at a page shortfall; KV use: share
-of pages held) and times it with the Executor. A *decode stretch* (no prompt work admitted) asks
-the planner once, checks it is a plain decode step, and runs up to the first of: a request
-finishing, the KV pages running out, a step starting at or after ``horizon`` (the next event
-that could bring work); each stretch step is one iteration of the planner's mode.
+A *planned* iteration asks the planner for a BatchPlan (backlog: queued after admission; KV
+held: admission stopped at a page shortfall; KV use: share of pages held), timed by the
+Executor. A *decode stretch* (no prompt work) plans once, checks it is a plain decode step, and
+runs up to a request finishing, the pages running out or a step starting at or after
+``horizon`` (the next event that could bring work), each step one iteration.
 """
 
 from __future__ import annotations
@@ -35,11 +31,10 @@ from typing import Literal
 import numpy as np
 
 from .executor import Executor
-from .kvcache import Flavor, KvCache, kv_steps
+from .kvcache import Flavor, KvCache, kv_steps, preemption_victim
 from .policies import Planner
 from .prefix_cache import PrefixCache
 from .request import Request
-from .schedule import QueueOrder
 
 __all__ = ["ITER_KINDS", "Flavor", "Replica"]
 
@@ -63,7 +58,7 @@ class Replica:
         reuse_predictions: bool = True,
         max_running: int = 1 << 62,
         prefix: PrefixCache | None = None,
-        order: QueueOrder | None = None,
+        order: Callable[[deque, float, Replica], list[Request]] | None = None,
     ) -> None:
         self.idx = idx
         self.planner = planner
@@ -143,20 +138,11 @@ class Replica:
         self.preemptions += 1
         self.ratio = self.flavor.reserve_init
 
-    def _victim(self) -> Request | None:
-        if self.running:
-            if self.flavor.name == "vllm":
-                return max(self.running, key=lambda r: r.admit_seq)
-            return min(self.running, key=lambda r: (r.generated, -r.admit_seq))
-        if self.prefilling:
-            return self.prefilling[-1]
-        return None
-
     def _make_room(self, k: int = 1) -> None:
         """Preempt until every running request can take k more decode steps."""
         need = sum(self._step_need(r, k) for r in self.running)
         while need > self.kv.free:
-            victim = self._victim()
+            victim = preemption_victim(self.flavor, self.running, self.prefilling)
             if victim is None:
                 break
             if victim in self.running:

@@ -29,14 +29,13 @@ from sglang_duet.policy.admission import (
 
 from .config import SimConfig
 from .request import Request
-from .sglang_orders import ORDERS
+from .sglang_orders import ORDERS, QueueOrder
 
 if TYPE_CHECKING:
     from .replica import Replica
 
 __all__ = ["SGLANG_ORDERS", "QueueOrder", "duet_admission", "duet_order", "queue_order"]
 
-QueueOrder = Callable[[Iterable[Request], float, "Replica"], list[Request]]
 
 # SGLang's --schedule-policy values the simulator follows, name -> factory(cfg) -> QueueOrder
 SGLANG_ORDERS: dict[str, Callable[[SimConfig], QueueOrder | None]] = {

@@ -66,7 +66,9 @@ from .request import Request
 
 if TYPE_CHECKING:
     from .replica import Replica
-    from .schedule import QueueOrder
+
+# one replica's admission order: (its queue, now in seconds, the replica) -> the queue reordered
+QueueOrder = Callable[[Iterable[Request], float, "Replica"], list[Request]]
 
 __all__ = ["AFTER_0_5_17", "CACHE_AWARE_QUEUE_LIMIT", "ORDERS", "IN_BATCH_CHECK_TOKENS",
            "IN_BATCH_DEPRIORITIZE_TOKENS"]
