@@ -1,0 +1,377 @@
+"""Admission order on real servers on this CPU (issue #48 item 6), next to the simulator.
+
+    python -m benchmark.sim_to_real.admission              # ~10 min on a quiet 2-core machine
+    python -m benchmark.sim_to_real.admission --sim-only   # the predictions alone, no server
+
+One heavy-tailed slice of the Mooncake conversation trace, scaled to this machine, replayed at one
+overload point with the same Poisson arrivals through three real servers on the `cpu-bench`
+model (`real.run_system`: one OpenMP thread, autogroup niceness, bench_serving with the file's
+timestamps), and through the simulator with the committed CPU profile of
+`benchmark/results/sim_to_real/` (`simulate.simulate_point`):
+
+* `sglang-fcfs`: stock `sglang.launch_server --enable-mixed-chunk --chunked-prefill-size C
+  --schedule-policy fcfs` (SGLang 0.5.17's default order); sim: `sglang-chunked`, fcfs;
+* `sglang-lpm`: the same with `--schedule-policy lpm`; sim: `sglang-chunked`, lpm (when the
+  simulator has it, `sim.schedule.SGLANG_ORDERS`);
+* `duet-deadline`: `sglang_duet.launch_server --duet-mode aggregated --duet-admission deadline
+  --duet-ttft-slo-ms S`; sim: `duet` aggregated, `duet_admission` deadline, the same SLO.
+
+The slice (`trace_slice`): `requests` consecutive trace requests from a start drawn by the seed
+(a contiguous slice keeps the trace's own mix of conversation turns and its tail: prompts from
+~900 to ~120K tokens, median ~7K). Lengths x `scale` (1/64: median ~110, longest ~1900 prompt
+tokens; outputs 2-31 tokens), the Mooncake blocks kept as shared prefixes
+(`benchmark.serving.convert`). Arrivals: the simulator's Poisson rule at `qps`.
+
+The TTFT SLO (`scaled_slo_ms`): the trace's 10 s on a GPU is a multiple of one mean prompt's
+prefill there (Qwen3-8B, H100, the published calibration); the CPU SLO is the same multiple of
+the scaled mean prompt's prefill on the CPU profile. Lengths and SLO thus shrink together, and
+what decides whether a first token is late is how long it queues behind others.
+
+Metrics (`attainment`): share of sent requests whose first token came within the SLO (a failed
+request misses), P99 and max TTFT of those that completed, the same share for the longest tenth
+of prompts (a policy may not win by parking them). Targets: duet's attainment above both stock
+policies; each simulated attainment within 0.1 of the measured one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from benchmark.serving.convert import ReplayRequest, convert, model_max_len
+from benchmark.serving.traces import TraceRequest, load_trace
+from benchmark.sim_to_real.real import RealSystem, run_system
+from benchmark.stamp import ROOT, write_result
+
+TRACE = "mooncake"
+GPU_SLO_MS = 10000.0  # the trace's TTFT SLO on the GPU (the capacity rule)
+SIM_TO_REAL = os.path.join(str(ROOT), "benchmark", "results", "sim_to_real")
+RESULTS_DIR = os.path.join(SIM_TO_REAL, "admission")
+TARGET_GAP = 0.1  # |simulated - measured attainment|
+
+
+@dataclass
+class Config:
+    requests: int = 150
+    qps: float = 2.0  # the overload point (req/s)
+    scale: float = 1 / 64
+    ttft_slo_ms: float = 0.0  # 0: `scaled_slo_ms`
+    chunk: int = 128
+    kv_tokens: int = 16384  # --max-total-tokens: holds the longest prompts, never binds
+    seed: int = 0
+    systems: list[str] = field(default_factory=lambda: ["sglang-fcfs", "sglang-lpm",
+                                                         "duet-deadline"])
+    model: str = ""  # "" -> the embedded cpu-bench model
+    profile_dir: str = SIM_TO_REAL  # the committed CPU profile (cpu_*.json)
+    tag: str = "cpu"
+    out_dir: str = RESULTS_DIR
+    sim_only: bool = False
+    nice: int = -10
+    quiet_cores: float = 0.5
+    quiet_wait_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One compared system: the real server and the simulator's view of it."""
+
+    name: str
+    real: RealSystem
+    sim_system: str  # simulate.SIM_SYSTEMS key
+    calibration: str  # file in the profile dir: the system's own fitted CPU profile
+    sim: dict  # SimConfig overrides besides the SLO
+
+
+def compared(slo_ms: float) -> dict[str, Compared]:
+    stock = ("--enable-mixed-chunk", "--schedule-policy")
+    rows = [
+        Compared("sglang-fcfs", RealSystem("sglang-fcfs", True, (*stock, "fcfs"), True),
+                 "sglang-chunked", "cpu_calibration_sglang-chunked.json",
+                 {"schedule_policy": "fcfs"}),
+        Compared("sglang-lpm", RealSystem("sglang-lpm", True, (*stock, "lpm"), True),
+                 "sglang-chunked", "cpu_calibration_sglang-chunked.json",
+                 {"schedule_policy": "lpm"}),
+        Compared("duet-deadline", RealSystem(
+            "duet-deadline", False, ("--duet-mode", "aggregated", "--duet-admission", "deadline",
+                                     "--duet-ttft-slo-ms", f"{slo_ms:g}"), True),
+                 "duet-aggregated", "cpu_calibration.json", {"duet_admission": "deadline"}),
+    ]
+    return {c.name: c for c in rows}
+
+
+def trace_slice(trace: Sequence[TraceRequest], n: int, seed: int) -> tuple[int, list]:
+    """`n` consecutive requests from a start drawn by `seed`: (start, requests)."""
+    if not 0 < n <= len(trace):
+        raise ValueError(f"{n} requests from a trace of {len(trace)}")
+    start = int(np.random.default_rng([seed, 48]).integers(0, len(trace) - n + 1))
+    return start, list(trace[start:start + n])
+
+
+def build_requests(cfg: Config, tokenizer, max_len: int | None
+                   ) -> tuple[list[ReplayRequest], dict]:
+    """The replayed requests (prompts of exact scaled lengths, Poisson timestamps) and info."""
+    start, reqs = trace_slice(load_trace(TRACE), cfg.requests, cfg.seed)
+    rows, info = convert(reqs, tokenizer, cfg.scale, max_len, "poisson-replay", cfg.qps,
+                         cfg.seed)
+    lens = np.array([r.prompt_len for r in rows])
+    info.update(trace=TRACE, start=start, prompt_pct={
+        f"p{q}": float(np.percentile(lens, q)) for q in (50, 90, 99, 100)})
+    return rows, info
+
+
+def scaled_slo_ms(mean_scaled: float, mean_full: float, cpu_cal: str, cpu_hw: str,
+                  cpu_model: str) -> dict:
+    """The TTFT SLO for the CPU: `GPU_SLO_MS` x (CPU prefill of the scaled mean prompt) /
+    (GPU prefill of the full mean prompt), both one request alone on the latency model."""
+    from sglang_duet.latency import Batch, Calibration, LatencyModel, get_hardware
+    from sglang_duet.latency.model import ModelSpec, get_model
+
+    cpu = LatencyModel(get_hardware(cpu_hw), ModelSpec.from_hf_config(cpu_model),
+                       Calibration.load(cpu_cal))
+    gpu = LatencyModel(get_hardware("h100-sxm"), get_model("qwen3-8b"),
+                       Calibration.load("published-h100"))
+    c_s = cpu.predict(Batch([round(mean_scaled)], [0])).total_s
+    g_s = gpu.predict(Batch([round(mean_full)], [0])).total_s
+    return {"ttft_slo_ms": round(GPU_SLO_MS * c_s / g_s, -1), "cpu_prefill_s": round(c_s, 4),
+            "gpu_prefill_s": round(g_s, 4), "mean_scaled": mean_scaled, "mean_full": mean_full}
+
+
+def attainment(ttft_ms: Sequence[float | None], prompt_lens: Sequence[int],
+               slo_ms: float) -> dict:
+    """TTFT attainment of one run, request i's TTFT at i (None: failed or unfinished, a miss):
+    the share within `slo_ms`, P99 and max over the finished, and the share within the SLO of
+    the longest tenth of prompts (ceil(n / 10) requests; ties: the earlier request)."""
+    n = len(ttft_ms)
+    if n != len(prompt_lens) or n == 0:
+        raise ValueError("one TTFT per prompt, at least one")
+    done = np.array([t for t in ttft_ms if t is not None], np.float64)
+    ok = [t is not None and t <= slo_ms for t in ttft_ms]
+    longest = sorted(range(n), key=lambda i: (-prompt_lens[i], i))[: math.ceil(n / 10)]
+    return {
+        "requests": n, "finished": int(done.size), "within_slo": int(sum(ok)),
+        "attainment": round(sum(ok) / n, 4),
+        "ttft_p50_ms": round(float(np.percentile(done, 50)), 1) if done.size else None,
+        "ttft_p99_ms": round(float(np.percentile(done, 99)), 1) if done.size else None,
+        "ttft_max_ms": round(float(done.max()), 1) if done.size else None,
+        "longest_tenth_attainment": round(sum(ok[i] for i in longest) / len(longest), 4),
+    }
+
+
+def bench_ttfts(path: str, n: int) -> list[float | None]:
+    """Per-request TTFTs (ms) from bench_serving's JSONL (`--output-details`: lists in request
+    order); a request with an error, or none recorded, is None."""
+    with open(path) as f:
+        res = json.loads(f.read().strip().splitlines()[-1])
+    ttfts, errors = res.get("ttfts") or [], res.get("errors") or []
+    out: list[float | None] = []
+    for i in range(n):
+        t = ttfts[i] if i < len(ttfts) else None
+        bad = i < len(errors) and errors[i]
+        out.append(None if bad or not t else round(float(t) * 1e3, 1))
+    return out
+
+
+def _profile(cfg: Config, name: str) -> tuple[str, str, str]:
+    d = cfg.profile_dir
+    return (os.path.join(d, "cpu_model.json"), os.path.join(d, "cpu_hardware.json"),
+            os.path.join(d, name))
+
+
+def simulate(c: Compared, cfg: Config, rows: list[ReplayRequest], slo_ms: float,
+             calibration: str | None = None) -> dict:
+    """The simulator's run of the same requests: its attainment, or why there is none."""
+    from benchmark.sim_to_real.simulate import simulate_point
+    from benchmark.sim_to_real.workload import to_workload
+    from sglang_duet.sim.schedule import SGLANG_ORDERS
+
+    order = c.sim.get("schedule_policy")
+    if order is not None and order not in SGLANG_ORDERS:
+        return {"error": f"the simulator has no --schedule-policy {order} yet"}
+    model, hw, cal = _profile(cfg, c.calibration)
+    res = simulate_point(c.sim_system, to_workload(rows, c.name), model, hw, calibration or cal,
+                         cfg.chunk, cfg.kv_tokens, page_size=1,
+                         overrides={**c.sim, "ttft_slo_ms": slo_ms})
+    out = attainment(res["ttft_ms_by_request"], [r.prompt_len for r in rows], slo_ms)
+    out["calibration"] = os.path.relpath(calibration or cal, str(ROOT))
+    return out
+
+
+def _refit(c: Compared, cfg: Config, log: str) -> str | None:
+    """The system's CPU profile fitted again to the loop periods its log of this run shows
+    (`sglang_log.log_samples`, `profile.fit_profile`): the prediction's error without the
+    profile's drift between days."""
+    from benchmark.sim_to_real.profile import fit_profile
+    from benchmark.sim_to_real.sglang_log import log_samples
+
+    if not os.path.exists(log):
+        return None
+    model, hw, _ = _profile(cfg, c.calibration)
+    with open(log, errors="replace") as f:
+        samples = log_samples(f.read(), hw, model, True, overlap=c.real.stock)
+    out = os.path.join(cfg.out_dir, f"{cfg.tag}_calibration_{c.name}.json")
+    try:
+        return fit_profile(samples, out)["calibration"]
+    except ValueError:
+        return None
+
+
+def run(cfg: Config, progress=print, work: str | None = None) -> dict:
+    from transformers import AutoTokenizer
+
+    from benchmark.sim_to_real.cpu_meter import set_autogroup_nice
+    from benchmark.sim_to_real.pipeline import model_dir
+
+    model = cfg.model or model_dir(cfg)  # type: ignore[arg-type]
+    work = work or tempfile.mkdtemp(prefix="duet_admission_")
+    os.makedirs(cfg.out_dir, exist_ok=True)
+    rows, info = build_requests(cfg, AutoTokenizer.from_pretrained(model), model_max_len(model))
+    path = os.path.join(work, "requests.jsonl")
+    from benchmark.serving.convert import write_jsonl
+
+    write_jsonl(path, rows)
+    lens = [r.prompt_len for r in rows]
+    m, hw, cal = _profile(cfg, "cpu_calibration.json")
+    basis = scaled_slo_ms(info["mean_input"], info["trace_mean_input"], cal, hw, m)
+    slo = cfg.ttft_slo_ms or basis["ttft_slo_ms"]
+    progress(f"[admission] {len(rows)} requests from {TRACE}[{info['start']}:], prompts "
+             f"{info['prompt_pct']}, {cfg.qps:g} req/s, TTFT SLO {slo:g} ms")
+    systems: dict[str, dict] = {}
+    old = set_autogroup_nice("self", cfg.nice) if cfg.nice and not cfg.sim_only else None
+    try:
+        for name in cfg.systems:
+            c = compared(slo)[name]
+            entry: dict = {"sim": simulate(c, cfg, rows, slo)}
+            progress(f"[admission] {name}: sim {entry['sim']}")
+            if not cfg.sim_only:
+                real = run_system(c.real, model, cfg.chunk, [(cfg.qps, len(rows), path)], work,
+                                  progress, cfg.seed, extra=("--max-total-tokens",
+                                                             str(cfg.kv_tokens)),
+                                  quiet=(cfg.quiet_cores, cfg.quiet_wait_s), nice=cfg.nice)
+                entry.update(_real_entry(real, c, work, cfg, lens, slo, model))
+                cal2 = _refit(c, cfg, os.path.join(work, f"server_{name}.log"))
+                if cal2:
+                    entry["sim_refit"] = simulate(c, cfg, rows, slo, calibration=cal2)
+                progress(f"[admission] {name}: real {entry.get('real')}")
+            systems[name] = entry
+    finally:
+        if old is not None:
+            set_autogroup_nice("self", old)
+    results = {"config": asdict(cfg), "workload": info, "slo": {**basis, "used_ms": slo},
+               "systems": systems}
+    results["verdict"] = verdict(systems)
+    prefix = os.path.join(cfg.out_dir, cfg.tag + ("_sim" if cfg.sim_only else ""))
+    write_result(prefix + ".json", results)
+    with open(prefix + ".md", "w") as f:
+        f.write(markdown(results))
+    results["outputs"] = [prefix + ".json", prefix + ".md"]
+    return results
+
+
+def _real_entry(real: dict, c: Compared, work: str, cfg: Config, lens: list[int], slo: float,
+                model: str) -> dict:
+    out = {k: real.get(k) for k in ("status", "reason", "start_s", "settings",
+                                    "autogroup_nice") if real.get(k) is not None}
+    out["command"] = (real.get("command") or "").replace(model, "MODEL")
+    run = (real.get("runs") or [{}])[0]
+    bench = os.path.join(work, f"bench_{c.name}_qps{cfg.qps:g}.jsonl")
+    if real.get("status") == "ran" and run.get("metrics") and os.path.exists(bench):
+        out["real"] = attainment(bench_ttfts(bench, len(lens)), lens, slo)
+        out["real"]["cpu"] = run.get("cpu")
+        out["real"]["duration_s"] = run["metrics"].get("duration_s")
+    elif run.get("error"):
+        out["error"] = run["error"]
+    return out
+
+
+def verdict(systems: dict) -> dict:
+    """Duet above both stock orders (measured), each prediction within `TARGET_GAP`."""
+    att = {k: (v.get("real") or {}).get("attainment") for k, v in systems.items()}
+    gaps = {k: round(v["sim"]["attainment"] - v["real"]["attainment"], 4)
+            for k, v in systems.items() if "attainment" in v.get("sim", {}) and v.get("real")}
+    duet, stock = att.get("duet-deadline"), [att.get("sglang-fcfs"), att.get("sglang-lpm")]
+    return {
+        "measured_attainment": att, "sim_minus_real": gaps,
+        "duet_above_stock": None if duet is None or None in stock else all(
+            duet > s for s in stock),  # type: ignore[operator]
+        "sim_within_0.1": {k: abs(g) <= TARGET_GAP for k, g in gaps.items()},
+    }
+
+
+def markdown(results: dict) -> str:
+    cfg, w, slo = results["config"], results["workload"], results["slo"]
+    lines = [
+        "# Admission order on real servers, this CPU (issue #48 item 6)", "",
+        "```", "python -m benchmark.sim_to_real.admission"
+        + (" --sim-only" if cfg["sim_only"] else ""), "```", "",
+        f"{w['requests']} consecutive Mooncake requests from index {w['start']}, lengths x "
+        f"{cfg['scale']:g} (prompt tokens {w['prompt_pct']}, mean {w['mean_input']:.0f}; "
+        f"output mean {w['mean_output']:.1f}), Poisson arrivals at {cfg['qps']:g} req/s (seed "
+        f"{cfg['seed']}). TTFT SLO {slo['used_ms']:g} ms (the GPU's 10 s x CPU prefill of the "
+        f"mean scaled prompt {slo['cpu_prefill_s']} s / GPU prefill of the mean full prompt "
+        f"{slo['gpu_prefill_s']} s).", "",
+        "| system | measured attainment | sim | sim (profile refit on this run) | P99 TTFT ms "
+        "real / sim | max TTFT ms real / sim | longest tenth real / sim |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, e in results["systems"].items():
+        r, s, s2 = e.get("real") or {}, e.get("sim") or {}, e.get("sim_refit") or {}
+        def g(d: dict, k: str) -> str:
+            return "-" if d.get(k) is None else str(d[k])
+        lines.append(f"| {name} | {g(r, 'attainment')} | {s.get('error') or g(s, 'attainment')}"
+                     f" | {g(s2, 'attainment')} | {g(r, 'ttft_p99_ms')} / {g(s, 'ttft_p99_ms')}"
+                     f" | {g(r, 'ttft_max_ms')} / {g(s, 'ttft_max_ms')} | "
+                     f"{g(r, 'longest_tenth_attainment')} / {g(s, 'longest_tenth_attainment')} |")
+    v = results["verdict"]
+    lines += ["", f"Duet above both stock orders: {v['duet_above_stock']}; simulated minus "
+              f"measured attainment: {v['sim_minus_real']} (target within {TARGET_GAP}).", ""]
+    lines += [f"- `{k}`: `{e['command']}`" for k, e in results["systems"].items()
+              if e.get("command")]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import signal
+    import sys
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(143))
+    d = Config()
+    p = argparse.ArgumentParser(prog="python -m benchmark.sim_to_real.admission",
+                                description=__doc__.split("\n\n")[0])
+    p.add_argument("--requests", type=int, default=d.requests)
+    p.add_argument("--qps", type=float, default=d.qps, help="the overload point (req/s)")
+    p.add_argument("--scale", type=float, default=d.scale, help="trace length scale")
+    p.add_argument("--ttft-slo-ms", type=float, default=0.0,
+                   help="0: scaled from the GPU's 10 s (module docstring)")
+    p.add_argument("--seed", type=int, default=d.seed)
+    p.add_argument("--systems", default=",".join(d.systems))
+    p.add_argument("--model", default="", help="model dir (default: the embedded cpu-bench)")
+    p.add_argument("--tag", default=d.tag)
+    p.add_argument("--out-dir", default=RESULTS_DIR)
+    p.add_argument("--work-dir", default=None)
+    p.add_argument("--sim-only", action="store_true", help="predictions only, no server")
+    p.add_argument("--nice", type=int, default=d.nice)
+    p.add_argument("--quiet-wait-s", type=float, default=d.quiet_wait_s)
+    a = p.parse_args(argv)
+    cfg = Config(requests=a.requests, qps=a.qps, scale=a.scale, ttft_slo_ms=a.ttft_slo_ms,
+                 seed=a.seed, systems=[s for s in a.systems.split(",") if s], model=a.model,
+                 tag=a.tag, out_dir=a.out_dir, sim_only=a.sim_only, nice=a.nice,
+                 quiet_wait_s=a.quiet_wait_s)
+    unknown = set(cfg.systems) - set(compared(1.0))
+    if unknown:
+        p.error(f"unknown systems {sorted(unknown)}")
+    results = run(cfg, work=a.work_dir)
+    print("\n".join(f"[admission] wrote {o}" for o in results["outputs"]))
+    print(f"[admission] {json.dumps(results['verdict'])}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
