@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from sglang_duet.args import HARDWARE_CHOICES, MODES, PARTITION_BACKENDS, DuetArgError, DuetArgs
+from sglang_duet.policy.admission import ADMISSION_ORDERS, AdmissionConfig
 
 
 def parse(argv: list[str]) -> DuetArgs:
@@ -57,6 +58,24 @@ class TestParsing:
             42.5, 2, False, "x.json")
 
 
+class TestAdmission:
+    """#48: the admission order's flags, read back as the policy's AdmissionConfig."""
+
+    def test_defaults(self):
+        a = parse([])
+        assert (a.admission, a.ttft_slo_ms, a.ttft_per_token_ms, a.aging) == (
+            "deadline", 10000.0, 0.0, 3.0)
+
+    @pytest.mark.parametrize("order", ADMISSION_ORDERS)
+    def test_orders(self, order):
+        assert parse(["--duet-admission", order]).admission == order
+
+    def test_config_in_seconds(self):
+        a = parse(["--duet-admission", "sjf", "--duet-ttft-slo-ms", "2500",
+                   "--duet-ttft-per-token-ms", "0.25", "--duet-aging", "2"])
+        assert a.admission_config == AdmissionConfig("sjf", 2.5, 0.00025, 2.0)
+
+
 class TestBadValues:
     @pytest.mark.parametrize(
         "argv, flag, accepted",
@@ -70,6 +89,12 @@ class TestBadValues:
             (["--duet-tbt-slo-ms", "soon"], "--duet-tbt-slo-ms", "expected float"),
             (["--duet-max-lookahead", "0"], "--duet-max-lookahead", "must be >= 1"),
             (["--duet-max-lookahead", "2.5"], "--duet-max-lookahead", "expected int"),
+            (["--duet-admission", "edf"], "--duet-admission", "fcfs, deadline, sjf"),
+            (["--duet-ttft-slo-ms", "0"], "--duet-ttft-slo-ms", "must be > 0"),
+            (["--duet-ttft-slo-ms", "inf"], "--duet-ttft-slo-ms", "finite"),
+            (["--duet-ttft-per-token-ms", "-0.5"], "--duet-ttft-per-token-ms", "must be >= 0"),
+            (["--duet-aging", "0"], "--duet-aging", "must be > 0"),
+            (["--duet-aging", "-1"], "--duet-aging", "must be > 0"),
         ],
     )
     def test_message_names_flag_and_accepted_values(self, argv, flag, accepted):

@@ -54,6 +54,11 @@ class TestStartupErrors:
             (["--duet-tbt-slo-ms", "-1"], "--duet-tbt-slo-ms: invalid value -1.0; must be > 0"),
             (["--duet-tbt-slo-ms", "nan"], "--duet-tbt-slo-ms: invalid value nan; must be a "
              "finite number"),
+            (["--duet-admission", "edf"], "--duet-admission: invalid value 'edf'; accepted "
+             "values: fcfs, deadline, sjf"),
+            (["--duet-ttft-per-token-ms", "-1"], "--duet-ttft-per-token-ms: invalid value -1.0; "
+             "must be >= 0"),
+            (["--duet-aging", "0"], "--duet-aging: invalid value 0.0; must be > 0"),
             (["--duet-drain-timeout-s", "inf"], "--duet-drain-timeout-s: invalid value inf"),
             (["--duet-calibration", "/no/such/calib.json"], "--duet-calibration "
              "/no/such/calib.json: no calibration"),

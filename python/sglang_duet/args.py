@@ -15,6 +15,7 @@ from sglang_duet.cli_args import ArgError, add_dataclass_args, check_fields, fro
 from sglang_duet.latency.hardware import HARDWARE, HARDWARE_ALIASES
 from sglang_duet.partition.registry import BACKEND_NAMES
 from sglang_duet.policy import POLICY_MODES
+from sglang_duet.policy.admission import ADMISSION_ORDERS, AdmissionConfig
 from sglang_duet.policy.backlog import BACKLOG_AUTO, BACKLOG_DECODE_SHARE
 from sglang_duet.router import ROUTERS
 
@@ -158,6 +159,31 @@ class DuetArgs(DuetFlags):
         default=True,
         metadata={"help": "Correct predictions with measured iteration times."},
     )
+    admission: str = field(
+        default="deadline",
+        metadata={"help": "Order the waiting prompts are admitted in (policy/admission.py): "
+                  "fcfs: arrival order (SGLang's); deadline: those that can still meet their "
+                  "TTFT deadline first, the most of them (Moore-Hodgson over the latency model's "
+                  "prefill predictions); sjf: shortest predicted prefill first. Every order "
+                  "puts requests past the aging bound first.",
+                  "choices": ADMISSION_ORDERS},
+    )
+    ttft_slo_ms: float = field(
+        default=10000.0,
+        metadata={"help": "TTFT SLO in milliseconds: a request's deadline is its arrival plus "
+                  "this (> 0, finite).", "min": 0.0},
+    )
+    ttft_per_token_ms: float = field(
+        default=0.0,
+        metadata={"help": "Milliseconds of TTFT deadline added per prompt token (>= 0; "
+                  "0: one deadline for every prompt)."},
+    )
+    aging: float = field(
+        default=3.0,
+        metadata={"help": "A request waiting longer than this many TTFT SLOs is admitted "
+                  "first, in arrival order, whatever --duet-admission says (> 0): no prompt "
+                  "is starved.", "min": 0.0},
+    )
 
     @staticmethod
     def flag(name: str) -> str:
@@ -166,6 +192,12 @@ class DuetArgs(DuetFlags):
     @property
     def tbt_slo_s(self) -> float:
         return self.tbt_slo_ms / 1000.0
+
+    @property
+    def admission_config(self) -> AdmissionConfig:
+        """The admission order's settings, in seconds (policy/admission.py)."""
+        return AdmissionConfig(self.admission, self.ttft_slo_ms / 1000.0,
+                               self.ttft_per_token_ms / 1000.0, self.aging)
 
     @property
     def tbt_target_s(self) -> float:
@@ -177,6 +209,9 @@ class DuetArgs(DuetFlags):
         if self.backlog_share != BACKLOG_AUTO and not 0.0 < self.backlog_share <= 1.0:
             raise DuetArgError(f"{self.flag('backlog_share')} {self.backlog_share:g} must be in "
                                f"(0, 1], or {BACKLOG_AUTO:g} (automatic)")
+        if self.ttft_per_token_ms < 0:
+            raise DuetArgError(f"{self.flag('ttft_per_token_ms')}: invalid value "
+                               f"{self.ttft_per_token_ms!r}; must be >= 0")
         if self.tbt_headroom_ms is not None and self.tbt_headroom_ms >= self.tbt_slo_ms:
             raise DuetArgError(f"{self.flag('tbt_headroom_ms')} {self.tbt_headroom_ms:g} must be "
                                f"below {self.flag('tbt_slo_ms')} {self.tbt_slo_ms:g}")

@@ -86,9 +86,19 @@ class PrefixCache:
     def peek(self, hashes: Sequence[int], prompt_len: int) -> int:
         """What `lookup` would return now, without touching or counting anything (an
         admission order reads it for every waiting request)."""
+        return max(min(self.cached_blocks(hashes) * self.block_tokens, prompt_len - 1), 0)
+
+    def cached_blocks(self, hashes: Sequence[int]) -> int:
+        """How many leading blocks of ``hashes`` are cached now (no touch, no count)."""
         lru, n = self._lru, 0
         for h in hashes:
             if h not in lru:
                 break
             n += 1
-        return max(min(n * self.block_tokens, prompt_len - 1), 0)
+        return n
+
+    @property
+    def membership(self) -> tuple[int, int]:
+        """Changes whenever the set of cached blocks does: blocks are only added (`insert`,
+        which grows the set) and dropped (`fit`, which counts ``evicted``)."""
+        return len(self._lru), self.evicted

@@ -95,6 +95,7 @@ class Replica:
         self._decay = (flavor.reserve_init - flavor.reserve_min) / flavor.reserve_decay_steps
         self._admit_seq = 0
         self.outstanding = 0  # tokens still to compute here (router load)
+        self.prefill_tokens = 0  # prompt tokens prefilled here so far (hrrn's aging clock)
         self.finished: list[Request] = []
         # statistics
         self.mode_iters: dict[str, int] = {}
@@ -107,6 +108,7 @@ class Replica:
     def enqueue(self, r: Request) -> None:
         r.replica = self.idx
         self.by_rid[r.rid] = r
+        r.queued_tokens = self.prefill_tokens
         self.queue.append(r)
         self.outstanding += r.base - r.computed + r.remaining_out
 
@@ -136,6 +138,7 @@ class Replica:
         self.outstanding -= r.base - r.computed
         r.reset_for_recompute()
         self.outstanding += r.base
+        r.queued_tokens = self.prefill_tokens
         (self.queue.append if self.flavor.retract_to_back else self.queue.appendleft)(r)
         self.preemptions += 1
         self.ratio = self.flavor.reserve_init
@@ -358,6 +361,7 @@ class Replica:
         for r, length in chunks:
             r.computed += length
             produced += length
+            self.prefill_tokens += length
             if r.computed >= r.base:
                 self._prefilled(r, now)
                 done = True

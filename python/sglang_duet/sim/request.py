@@ -24,6 +24,7 @@ class Request:
         "base", "gen0", "computed", "gen", "pages", "replica",
         "first_token_s", "finish_s", "runs", "run_t0", "run_s0", "run_rep",
         "preemptions", "admit_seq", "rejected", "sched_s", "hashes", "entry", "server",
+        "queued_tokens",
     )
 
     def __init__(self, idx: int, arrival_s: float, prompt_len: int, output_len: int) -> None:
@@ -52,6 +53,8 @@ class Request:
         self.hashes: list[int] | None = None  # the trace's prompt block hashes (prefix cache)
         self.entry = -1  # the replica whose front end took the request in (sim/frontend.py)
         self.server = -1  # the front-end server (process) it entered through and streams from
+        # its replica's prefill-token count when it last entered the queue (hrrn's aging)
+        self.queued_tokens = 0
 
     # --- token accounting -----------------------------------------------------------------------
     @property

@@ -8,7 +8,9 @@ the queue, the time and the replica; it returns the queue reordered):
   the replica's cache would give it now (`PrefixCache.peek`), predicted by the replica's
   latency model;
 * SGLang-based systems: ``SimConfig.schedule_policy``, SGLang's ``--schedule-policy``
-  (`SGLANG_ORDERS`; ``fcfs``, its default, keeps arrival order and needs no hook);
+  (`SGLANG_ORDERS`; ``fcfs``, its default, keeps arrival order and needs no hook; ``lpm``,
+  ``dfs-weight``, ``lof`` as SGLang 0.5.17 computes them and ``hrrn``, added after 0.5.17:
+  `sim.sglang_orders`);
 * the others (vLLM, Dynamo, the paper's scheme): arrival order.
 """
 
@@ -22,6 +24,7 @@ from sglang_duet.policy.admission import Admission, AdmissionConfig, Candidate, 
 
 from .config import SimConfig
 from .request import Request
+from .sglang_orders import ORDERS
 
 if TYPE_CHECKING:
     from .replica import Replica
@@ -33,6 +36,7 @@ QueueOrder = Callable[[Iterable[Request], float, "Replica"], list[Request]]
 # SGLang's --schedule-policy values the simulator follows, name -> factory(cfg) -> QueueOrder
 SGLANG_ORDERS: dict[str, Callable[[SimConfig], QueueOrder | None]] = {
     "fcfs": lambda cfg: None,
+    **ORDERS,
 }
 
 
