@@ -46,6 +46,7 @@ import numpy as np
 
 from benchmark.serving.convert import ReplayRequest, convert, model_max_len
 from benchmark.serving.traces import TraceRequest, load_trace
+from benchmark.sim_to_real.admission_report import markdown, verdict
 from benchmark.sim_to_real.real import RealSystem, run_system
 from benchmark.stamp import ROOT, write_result
 
@@ -53,13 +54,12 @@ TRACE = "mooncake"
 GPU_SLO_MS = 10000.0  # the trace's TTFT SLO on the GPU (the capacity rule)
 SIM_TO_REAL = os.path.join(str(ROOT), "benchmark", "results", "sim_to_real")
 RESULTS_DIR = os.path.join(SIM_TO_REAL, "admission")
-TARGET_GAP = 0.1  # |simulated - measured attainment|
 
 
 @dataclass
 class Config:
     requests: int = 150
-    qps: float = 2.0  # the overload point (req/s)
+    qps: float = 3.0  # the overload point (req/s)
     scale: float = 1 / 64
     ttft_slo_ms: float = 0.0  # 0: `scaled_slo_ms`
     chunk: int = 128
@@ -72,6 +72,7 @@ class Config:
     tag: str = "cpu"
     out_dir: str = RESULTS_DIR
     sim_only: bool = False
+    keep: str = ""  # a results JSON of the same workload: its measured systems are not rerun
     nice: int = -10
     quiet_cores: float = 0.5
     quiet_wait_s: float = 30.0
@@ -115,13 +116,17 @@ def trace_slice(trace: Sequence[TraceRequest], n: int, seed: int) -> tuple[int, 
 
 def build_requests(cfg: Config, tokenizer, max_len: int | None
                    ) -> tuple[list[ReplayRequest], dict]:
-    """The replayed requests (prompts of exact scaled lengths, Poisson timestamps) and info."""
+    """The replayed requests (prompts of exact scaled lengths, Poisson timestamps) and info,
+    with each prompt's whole shared blocks (``hash_ids``: the simulator's prefix cache)."""
     start, reqs = trace_slice(load_trace(TRACE), cfg.requests, cfg.seed)
     rows, info = convert(reqs, tokenizer, cfg.scale, max_len, "poisson-replay", cfg.qps,
                          cfg.seed)
     lens = np.array([r.prompt_len for r in rows])
+    block = info["mooncake_block_tokens"]
     info.update(trace=TRACE, start=start, prompt_pct={
-        f"p{q}": float(np.percentile(lens, q)) for q in (50, 90, 99, 100)})
+        f"p{q}": float(np.percentile(lens, q)) for q in (50, 90, 99, 100)},
+        hash_ids=[list(t.hash_ids[: r.prompt_len // block]) for t, r in zip(
+            reqs, rows, strict=True)])
     return rows, info
 
 
@@ -183,20 +188,32 @@ def _profile(cfg: Config, name: str) -> tuple[str, str, str]:
             os.path.join(d, name))
 
 
-def simulate(c: Compared, cfg: Config, rows: list[ReplayRequest], slo_ms: float,
+def simulate(c: Compared, cfg: Config, rows: list[ReplayRequest], info: dict, slo_ms: float,
              calibration: str | None = None) -> dict:
-    """The simulator's run of the same requests: its attainment, or why there is none."""
+    """The simulator's run of the same requests: its attainment, or why there is none. Its
+    prefix cache gets the slice's blocks at their scaled size (`info`: `build_requests`; the
+    simulator's own block is Mooncake's 512 tokens, `sim.prefix_cache.BLOCK_TOKENS`)."""
+    import functools
+    from dataclasses import replace
+
     from benchmark.sim_to_real.simulate import simulate_point
     from benchmark.sim_to_real.workload import to_workload
+    from sglang_duet.sim import costs
     from sglang_duet.sim.schedule import SGLANG_ORDERS
 
     order = c.sim.get("schedule_policy")
     if order is not None and order not in SGLANG_ORDERS:
         return {"error": f"the simulator has no --schedule-policy {order} yet"}
     model, hw, cal = _profile(cfg, c.calibration)
-    res = simulate_point(c.sim_system, to_workload(rows, c.name), model, hw, calibration or cal,
-                         cfg.chunk, cfg.kv_tokens, page_size=1,
-                         overrides={**c.sim, "ttft_slo_ms": slo_ms})
+    wl = replace(to_workload(rows, c.name), hash_ids=info["hash_ids"])
+    block_cache, costs.PrefixCache = costs.PrefixCache, functools.partial(
+        costs.PrefixCache, info["mooncake_block_tokens"])
+    try:
+        res = simulate_point(c.sim_system, wl, model, hw, calibration or cal, cfg.chunk,
+                             cfg.kv_tokens, page_size=1,
+                             overrides={**c.sim, "ttft_slo_ms": slo_ms})
+    finally:
+        costs.PrefixCache = block_cache
     out = attainment(res["ttft_ms_by_request"], [r.prompt_len for r in rows], slo_ms)
     out["calibration"] = os.path.relpath(calibration or cal, str(ROOT))
     return out
@@ -242,13 +259,17 @@ def run(cfg: Config, progress=print, work: str | None = None) -> dict:
     progress(f"[admission] {len(rows)} requests from {TRACE}[{info['start']}:], prompts "
              f"{info['prompt_pct']}, {cfg.qps:g} req/s, TTFT SLO {slo:g} ms")
     systems: dict[str, dict] = {}
+    kept = _kept(cfg)
     old = set_autogroup_nice("self", cfg.nice) if cfg.nice and not cfg.sim_only else None
     try:
         for name in cfg.systems:
             c = compared(slo)[name]
-            entry: dict = {"sim": simulate(c, cfg, rows, slo)}
+            entry: dict = {"sim": simulate(c, cfg, rows, info, slo)}
             progress(f"[admission] {name}: sim {entry['sim']}")
-            if not cfg.sim_only:
+            if name in kept:
+                entry.update({k: v for k, v in kept[name].items() if k != "sim"})
+                progress(f"[admission] {name}: measured run kept from {cfg.keep}")
+            elif not cfg.sim_only:
                 real = run_system(c.real, model, cfg.chunk, [(cfg.qps, len(rows), path)], work,
                                   progress, cfg.seed, extra=("--max-total-tokens",
                                                              str(cfg.kv_tokens)),
@@ -256,12 +277,13 @@ def run(cfg: Config, progress=print, work: str | None = None) -> dict:
                 entry.update(_real_entry(real, c, work, cfg, lens, slo, model))
                 cal2 = _refit(c, cfg, os.path.join(work, f"server_{name}.log"))
                 if cal2:
-                    entry["sim_refit"] = simulate(c, cfg, rows, slo, calibration=cal2)
+                    entry["sim_refit"] = simulate(c, cfg, rows, info, slo, calibration=cal2)
                 progress(f"[admission] {name}: real {entry.get('real')}")
             systems[name] = entry
     finally:
         if old is not None:
             set_autogroup_nice("self", old)
+    info = {k: v for k, v in info.items() if k != "hash_ids"}
     results = {"config": asdict(cfg), "workload": info, "slo": {**basis, "used_ms": slo},
                "systems": systems}
     results["verdict"] = verdict(systems)
@@ -271,6 +293,22 @@ def run(cfg: Config, progress=print, work: str | None = None) -> dict:
         f.write(markdown(results))
     results["outputs"] = [prefix + ".json", prefix + ".md"]
     return results
+
+
+WORKLOAD_FIELDS = ("requests", "qps", "scale", "ttft_slo_ms", "chunk", "kv_tokens", "seed",
+                   "model")
+
+
+def _kept(cfg: Config) -> dict[str, dict]:
+    """The measured entries of `cfg.keep` (same workload fields, else an error)."""
+    if not cfg.keep:
+        return {}
+    with open(cfg.keep) as f:
+        old = json.load(f)
+    differ = [k for k in WORKLOAD_FIELDS if old["config"].get(k) != getattr(cfg, k)]
+    if differ:
+        raise ValueError(f"{cfg.keep} ran another workload (differs in {differ})")
+    return {k: v for k, v in old["systems"].items() if v.get("real")}
 
 
 def _real_entry(real: dict, c: Compared, work: str, cfg: Config, lens: list[int], slo: float,
@@ -287,52 +325,6 @@ def _real_entry(real: dict, c: Compared, work: str, cfg: Config, lens: list[int]
     elif run.get("error"):
         out["error"] = run["error"]
     return out
-
-
-def verdict(systems: dict) -> dict:
-    """Duet above both stock orders (measured), each prediction within `TARGET_GAP`."""
-    att = {k: (v.get("real") or {}).get("attainment") for k, v in systems.items()}
-    gaps = {k: round(v["sim"]["attainment"] - v["real"]["attainment"], 4)
-            for k, v in systems.items() if "attainment" in v.get("sim", {}) and v.get("real")}
-    duet, stock = att.get("duet-deadline"), [att.get("sglang-fcfs"), att.get("sglang-lpm")]
-    return {
-        "measured_attainment": att, "sim_minus_real": gaps,
-        "duet_above_stock": None if duet is None or None in stock else all(
-            duet > s for s in stock),  # type: ignore[operator]
-        "sim_within_0.1": {k: abs(g) <= TARGET_GAP for k, g in gaps.items()},
-    }
-
-
-def markdown(results: dict) -> str:
-    cfg, w, slo = results["config"], results["workload"], results["slo"]
-    lines = [
-        "# Admission order on real servers, this CPU (issue #48 item 6)", "",
-        "```", "python -m benchmark.sim_to_real.admission"
-        + (" --sim-only" if cfg["sim_only"] else ""), "```", "",
-        f"{w['requests']} consecutive Mooncake requests from index {w['start']}, lengths x "
-        f"{cfg['scale']:g} (prompt tokens {w['prompt_pct']}, mean {w['mean_input']:.0f}; "
-        f"output mean {w['mean_output']:.1f}), Poisson arrivals at {cfg['qps']:g} req/s (seed "
-        f"{cfg['seed']}). TTFT SLO {slo['used_ms']:g} ms (the GPU's 10 s x CPU prefill of the "
-        f"mean scaled prompt {slo['cpu_prefill_s']} s / GPU prefill of the mean full prompt "
-        f"{slo['gpu_prefill_s']} s).", "",
-        "| system | measured attainment | sim | sim (profile refit on this run) | P99 TTFT ms "
-        "real / sim | max TTFT ms real / sim | longest tenth real / sim |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name, e in results["systems"].items():
-        r, s, s2 = e.get("real") or {}, e.get("sim") or {}, e.get("sim_refit") or {}
-        def g(d: dict, k: str) -> str:
-            return "-" if d.get(k) is None else str(d[k])
-        lines.append(f"| {name} | {g(r, 'attainment')} | {s.get('error') or g(s, 'attainment')}"
-                     f" | {g(s2, 'attainment')} | {g(r, 'ttft_p99_ms')} / {g(s, 'ttft_p99_ms')}"
-                     f" | {g(r, 'ttft_max_ms')} / {g(s, 'ttft_max_ms')} | "
-                     f"{g(r, 'longest_tenth_attainment')} / {g(s, 'longest_tenth_attainment')} |")
-    v = results["verdict"]
-    lines += ["", f"Duet above both stock orders: {v['duet_above_stock']}; simulated minus "
-              f"measured attainment: {v['sim_minus_real']} (target within {TARGET_GAP}).", ""]
-    lines += [f"- `{k}`: `{e['command']}`" for k, e in results["systems"].items()
-              if e.get("command")]
-    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -357,12 +349,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out-dir", default=RESULTS_DIR)
     p.add_argument("--work-dir", default=None)
     p.add_argument("--sim-only", action="store_true", help="predictions only, no server")
+    p.add_argument("--keep", default="", help="a results JSON of the same workload: take its "
+                   "measured systems from it, run the others")
     p.add_argument("--nice", type=int, default=d.nice)
     p.add_argument("--quiet-wait-s", type=float, default=d.quiet_wait_s)
     a = p.parse_args(argv)
     cfg = Config(requests=a.requests, qps=a.qps, scale=a.scale, ttft_slo_ms=a.ttft_slo_ms,
                  seed=a.seed, systems=[s for s in a.systems.split(",") if s], model=a.model,
-                 tag=a.tag, out_dir=a.out_dir, sim_only=a.sim_only, nice=a.nice,
+                 tag=a.tag, out_dir=a.out_dir, sim_only=a.sim_only, keep=a.keep, nice=a.nice,
                  quiet_wait_s=a.quiet_wait_s)
     unknown = set(cfg.systems) - set(compared(1.0))
     if unknown:
