@@ -224,6 +224,23 @@ class TestRead:
             assert name in body, name
         assert callable(Req.finished)
 
+    def test_arrival_stamp_the_admission_order_reads(self):
+        """`bridge.arrival_s`: a Req is stamped with time.perf_counter when the scheduler builds
+        it (`bridge.ARRIVAL_CLOCK`), and a retraction re-stamps the queue entry only."""
+        from sglang.srt.managers.schedule_batch import Req
+        from sglang.srt.observability.req_time_stats import SchedulerReqTimeStats
+
+        from sglang_duet.runtime import bridge
+
+        assert "self.time_stats.set_scheduler_recv_time()" in src(Req)
+        assert "time.perf_counter()" in src(SchedulerReqTimeStats.set_scheduler_recv_time)
+        assert bridge.ARRIVAL_CLOCK.__name__ == "perf_counter"
+        stats = SchedulerReqTimeStats()
+        stats.set_scheduler_recv_time(5.0)
+        stats.set_wait_queue_entry_time(6.0)
+        stats.set_wait_queue_entry_time(9.0)  # retracted, queued again
+        assert (stats.scheduler_recv_time, stats.wait_queue_entry_time) == (5.0, 9.0)
+
     def test_the_kv_room_the_prefill_adder_counts(self, sched_mod):
         """`bridge.free_kv_tokens` counts as `PrefillAdder.rem_total_tokens` does: free plus
         evictable slots less each running request's clipped output times the new-token ratio."""

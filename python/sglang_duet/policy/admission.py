@@ -36,7 +36,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-__all__ = ["ADMISSION_ORDERS", "Admission", "AdmissionConfig", "Candidate", "fit_prefill_seconds"]
+from ..latency import Batch
+
+__all__ = ["ADMISSION_ORDERS", "Admission", "AdmissionConfig", "Candidate", "fit_prefill_seconds",
+           "model_prefill_seconds"]
 
 ADMISSION_ORDERS = ("fcfs", "deadline", "sjf")
 
@@ -87,6 +90,14 @@ def fit_prefill_seconds(predict: PrefillSeconds) -> PrefillSeconds:
     return seconds
 
 
+def model_prefill_seconds(latency: object) -> PrefillSeconds:
+    """`fit_prefill_seconds` of one request's whole-device prefill as ``latency`` (a
+    `sglang_duet.latency.LatencyModel`) predicts it: what the runtime's scheduler and router
+    order by, fitted once at start-up."""
+    return fit_prefill_seconds(
+        lambda q, c: latency.predict(Batch([q], [c])).total_s)  # type: ignore[attr-defined]
+
+
 def _lstsq(rows: list[tuple[float, float, float]], ys: list[float]) -> tuple[float, ...]:
     """Least squares by the normal equations, scaled (three unknowns: no numpy needed here)."""
     scale = [max(abs(r[i]) for r in rows) or 1.0 for i in range(3)]
@@ -106,23 +117,128 @@ def _lstsq(rows: list[tuple[float, float, float]], ys: list[float]) -> tuple[flo
 
 class Admission:
     """`order` for one replica: ``seconds(q, c)``: predicted prefill seconds (see the module
-    docstring; `fit_prefill_seconds`)."""
+    docstring; `fit_prefill_seconds`).
+
+    `reference_order` states the rule readably; `order` returns the same list faster, as every
+    driver calls it once per iteration over the whole queue (a runtime with 256 waiting
+    requests): each candidate's seconds are kept by ``(prompt_len, cached)``, and the last answer
+    is reused while the queue is equal and ``now`` has not reached the first moment that would
+    change it (a request crossing the aging bound, or a Moore-Hodgson comparison flipping:
+    `_Memo`). Candidates may be plain ``(arrival_s, prompt_len, cached)`` tuples."""
+
+    _SECONDS_KEPT = 1 << 16  # entries of the per-shape seconds cache before it is cleared
 
     def __init__(self, cfg: AdmissionConfig, seconds: PrefillSeconds) -> None:
         self.cfg = cfg
         self.seconds = seconds
         self.aged_s = cfg.aging * cfg.ttft_slo_s
+        self._secs: dict[tuple[int, int], float] = {}
+        self._memo: _Memo | None = None
 
     def deadline(self, c: Candidate) -> float:
-        return c.arrival_s + self.cfg.ttft_slo_s + self.cfg.per_token_s * c.prompt_len
+        return c[0] + self.cfg.ttft_slo_s + self.cfg.per_token_s * c[1]
 
     def service(self, c: Candidate) -> float:
-        q = max(1, c.prompt_len - c.cached)
-        return self.seconds(q, c.prompt_len - q)
+        q = max(1, c[1] - c[2])
+        return self.seconds(q, c[1] - q)
 
     def order(self, waiting: Sequence[Candidate], now: float) -> list[int]:
         """Indices of ``waiting`` in the order to admit (``now``: seconds, same clock as the
-        arrivals)."""
+        arrivals); equal to `reference_order`."""
+        n = len(waiting)
+        if n < 2:
+            return list(range(n))
+        memo = self._memo
+        if memo is not None and memo.since <= now < memo.until and memo.waiting == waiting:
+            return list(memo.result)
+        result, until = self._compute(waiting, now)
+        self._memo = _Memo(list(waiting), now, until, result)
+        return list(result)
+
+    def _service_of(self, waiting: Sequence[Candidate]) -> list[float]:
+        secs, seconds = self._secs, self.seconds
+        if len(secs) > self._SECONDS_KEPT:
+            secs.clear()
+        out = []
+        for c in waiting:
+            key = (c[1], c[2])
+            s = secs.get(key)
+            if s is None:
+                q = max(1, c[1] - c[2])
+                s = secs[key] = seconds(q, c[1] - q)
+            out.append(s)
+        return out
+
+    def _compute(self, waiting: Sequence[Candidate], now: float) -> tuple[list[int], float]:
+        """`reference_order` and the first ``now`` at which it may differ (seconds; less a
+        margin for the rounding of sums that start at ``now``)."""
+        n = len(waiting)
+        cut, aged_s = now - self.aged_s, self.aged_s
+        arr = [c[0] for c in waiting]
+        aged = [i for i in range(n) if arr[i] <= cut]
+        if aged:
+            aged.sort(key=arr.__getitem__)
+            rest = [i for i in range(n) if arr[i] > cut]
+        else:
+            rest = list(range(n))
+        until = min((arr[i] for i in rest), default=float("inf")) + aged_s
+        kind = self.cfg.order
+        if kind == "fcfs":
+            rest.sort(key=arr.__getitem__)
+        elif kind == "sjf":
+            serv = self._service_of(waiting)
+            rest = [i for _, _, i in sorted([(serv[i], arr[i], i) for i in rest])]
+        elif rest:
+            rest, flip = self._on_time_first_fast(waiting, rest, arr, now)
+            until = min(until, flip)
+        return (aged + rest if aged else rest), until - _MARGIN_S
+
+    def _on_time_first_fast(self, waiting: Sequence[Candidate], idx: list[int],
+                            arr: list[float], now: float) -> tuple[list[int], float]:
+        """`_on_time_first`, plus the least ``now`` at which one of its comparisons ``t > due``
+        would come out otherwise (t is ``now`` plus the work taken so far). The same steps, in
+        cheaper form: floats sorted by one key (tuples only where deadlines tie), the heap built
+        at the first late request, a push and pop as one `heapq.heappushpop`."""
+        slo, per = self.cfg.ttft_slo_s, self.cfg.per_token_s
+        serv = self._service_of(waiting)
+        due = [arr[i] + slo + per * waiting[i][1] for i in idx]
+        m = len(idx)
+        pos = sorted(range(m), key=due.__getitem__)
+        if len(set(due)) < m:  # ties: by arrival, then by index (the reference's stable sort)
+            pos.sort(key=lambda k: (due[k], arr[idx[k]]))
+        order = [idx[k] for k in pos]
+        t, kept, late = now, [], []
+        heap = False
+        slack = float("inf")
+        pushpop, push = heapq.heappushpop, heapq.heappush
+        for k in pos:
+            i = idx[k]
+            s = serv[i]
+            t += s
+            d = due[k]
+            if t > d:
+                if not heap:
+                    heapq.heapify(kept)
+                    heap = True
+                neg, j = pushpop(kept, (-s, i))
+                t += neg
+                late.append(j)
+            else:  # on time until now + (t - now) passes d
+                if d - t < slack:
+                    slack = d - t
+                if heap:
+                    push(kept, (-s, i))
+                else:
+                    kept.append((-s, i))
+        if not late:
+            return order, now + slack
+        gone = set(late)
+        return [i for i in order if i not in gone] + late_sorted(order, gone), now + slack
+
+    def reference_order(self, waiting: Sequence[Candidate], now: float) -> list[int]:
+        """The rule, readably (`order` is the same, faster): requests past the aging bound
+        first in arrival order, then the rest in the configured order."""
+        waiting = [Candidate(*c) for c in waiting]
         n = len(waiting)
         if n < 2:
             return list(range(n))
@@ -156,3 +272,23 @@ class Admission:
         if not late:
             return idx
         return [i for i in idx if i not in late] + [i for i in idx if i in late]
+
+
+# How much earlier than the exact moment a memoised order is recomputed (seconds): the sums
+# that decide it start at ``now``, and their rounding differs by far less than this.
+_MARGIN_S = 1e-6
+
+
+def late_sorted(order: list[int], gone: set[int]) -> list[int]:
+    """The set-aside requests in ``order``'s (deadline) order."""
+    return [i for i in order if i in gone]
+
+
+class _Memo(NamedTuple):
+    """The last answer of `Admission.order`: for ``waiting`` it holds while since <= now <
+    until (seconds)."""
+
+    waiting: list[Candidate]
+    since: float
+    until: float
+    result: list[int]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -32,6 +33,38 @@ def waiting_state(req: Any) -> ReqState:
         generated=0,
         max_new_tokens=req.sampling_params.max_new_tokens,
     )
+
+
+# The clock of `arrival_s`: SGLang stamps a Req with time.perf_counter when its scheduler builds it
+# (`Req.__init__` -> `SchedulerReqTimeStats.set_scheduler_recv_time`, sglang 0.5.17).
+ARRIVAL_CLOCK = time.perf_counter
+
+
+def arrival_s(req: Any) -> float:
+    """When this scheduler received ``req`` (seconds, `ARRIVAL_CLOCK`): its
+    ``time_stats.scheduler_recv_time``. That stamp survives retraction, which resets
+    ``wait_queue_entry_time`` (`SchedulerReqTimeStats.set_wait_queue_entry_time`), so a retracted
+    request keeps its first arrival's deadline; the queue-entry stamp only where the first is
+    unset."""
+    ts = req.time_stats
+    return ts.scheduler_recv_time or ts.wait_queue_entry_time
+
+
+def admission_candidates(queue: Sequence[Any]) -> list[tuple[float, int, int]]:
+    """Each waiting Req as the admission order's candidate, ``(arrival_s, prompt_len, cached)``
+    (`policy.admission.Candidate`'s fields): the prompt and cached tokens counted as
+    `waiting_state` counts them (a retracted request re-prefills its outputs; the prefix match
+    SGLang last made, which its ``calc_priority`` refreshes for cache-aware schedule policies and
+    its prefill adder for the requests it reaches, else 0)."""
+    out = []
+    for r in queue:
+        prompt = len(r.origin_input_ids) + len(r.output_ids)
+        prefix = r.prefix_indices
+        done = len(prefix) if prefix is not None else 0
+        ts = r.time_stats  # `arrival_s`, inlined: read for every waiting request each iteration
+        out.append((ts.scheduler_recv_time or ts.wait_queue_entry_time, prompt,
+                    min(done, prompt - 1)))
+    return out
 
 
 def backlog(waiting: Sequence[ReqState], budget: int) -> bool:

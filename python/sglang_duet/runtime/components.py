@@ -14,6 +14,7 @@ from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
 from sglang_duet.partition.plan import MenuPlan, every_tpc, menu_for
 from sglang_duet.partition.sizes import Granularity
 from sglang_duet.policy import DuetPolicy, SmMenu
+from sglang_duet.policy.admission import Admission, model_prefill_seconds
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class DuetComponents:
     partitions: Any  # sglang_duet.partition.PartitionMenu or None (no partitioning)
     backend_name: str
     graph_sizes: tuple[int, ...] = ()  # decode sizes that get their own decode CUDA graphs
+    admission: Admission | None = None  # the waiting queue's order; None: SGLang's (fcfs)
 
 
 # This rank's value -> every TP rank's, in rank order (`tp_groups.gather`); None with TP = 1.
@@ -176,4 +178,14 @@ def build_components(args: DuetArgs, *, hf_config: Any, tp_size: int, device: st
         decode_host="lookahead" if menus.graph_sizes else "lookahead_eager",
     )
     return DuetComponents(policy, hardware, model, menus.partitions, menus.backend,
-                          menus.graph_sizes)
+                          menus.graph_sizes, build_admission(args, latency))
+
+
+def build_admission(args: DuetArgs, latency: LatencyModel) -> Admission | None:
+    """The order the scheduler admits waiting prompts in (``--duet-admission``), its prefill
+    seconds fitted once from ``latency`` (the uncorrected model: a request's order must not
+    move with each iteration's correction); None with ``fcfs``: SGLang's queue is left as its
+    ``--schedule-policy`` sorts it."""
+    if args.admission == "fcfs":
+        return None
+    return Admission(args.admission_config, model_prefill_seconds(latency))

@@ -46,10 +46,12 @@ logger = logging.getLogger(__name__)
 
 
 class Decision(NamedTuple):
-    """One iteration's plan and the decode steps its spatial decode runs (TP rank 0's)."""
+    """One iteration's plan and the decode steps its spatial decode runs (TP rank 0's), and the
+    permutation rank 0 put its waiting queue in (`_order_waiting`; None: unchanged)."""
 
     plan: BatchPlan
     lookahead: lookahead.Lookahead
+    order: tuple[int, ...] | None = None
 
 
 class Step(NamedTuple):
@@ -100,6 +102,7 @@ class DuetScheduler(Scheduler):
             per_rank = tp_groups.gather((parts.backend_name, parts.graph_sizes), self.tp_cpu_group)
             tp_groups.require_same(per_rank, "the partition backend and decode graph sizes")
         self.duet_policy = parts.policy
+        self.duet_admission = parts.admission
         self.duet_partitions = parts.partitions
         self.duet_phases = PhaseRunners.build(runner, parts.partitions, parts.graph_sizes)
         self.duet_own_prefill_group = (
@@ -126,9 +129,28 @@ class DuetScheduler(Scheduler):
 
     # ---- planning -------------------------------------------------------------------------
 
-    def _decide(self, running: ScheduleBatch) -> Decision:
+    def _order_waiting(self) -> tuple[int, ...] | None:
+        """Put SGLang's waiting queue (already sorted by its ``calc_priority``) in the duet
+        admission order (``--duet-admission``, `policy.admission.Admission`), in place; returns
+        the permutation applied (None: none). The request being chunked is not in the queue and
+        stays first (SGLang continues it before any other). Decided on TP rank 0 only: the
+        arrival stamps and the clock differ by rank, and every rank must form the same prefill,
+        so the others apply rank 0's permutation when the decision reaches them (`_decide`)."""
+        queue, admission = self.waiting_queue, self.duet_admission
+        if admission is None or len(queue) < 2 or self.ps.tp_rank != 0:
+            return None
+        perm = admission.order(bridge.admission_candidates(queue), bridge.ARRIVAL_CLOCK())
+        if all(i == k for k, i in enumerate(perm)):
+            return None
+        queue[:] = [queue[i] for i in perm]
+        return tuple(perm)
+
+    def _decide(self, running: ScheduleBatch, order: tuple[int, ...] | None = None
+                ) -> Decision:
         """The policy's plan for this iteration and its look-ahead, decided on TP rank 0 and
-        broadcast together, so that every rank runs the same plan and the same steps."""
+        broadcast together, so that every rank runs the same plan and the same steps; with them
+        ``order``, the permutation rank 0 applied to its waiting queue, which the other ranks
+        apply to theirs."""
         decodes, waiting = bridge.policy_inputs(running.reqs, self.waiting_queue, self.chunked_req)
         budget = self.duet_policy.token_budget - len(decodes)
         slots = bridge.free_slots(self)  # the allocator's and prefix cache's, read once
@@ -143,11 +165,17 @@ class DuetScheduler(Scheduler):
             steps = lookahead.max_safe_lookahead(
                 self, running, plan.lookahead, plan.num_prefill_tokens, step0_allocated=False
             )
-        decision = Decision(plan, steps)
+        decision = Decision(plan, steps, order)
         if self.ps.tp_size > 1:
             decision = tp_groups.broadcast_from_first(
                 decision, self.tp_cpu_group, self.tp_group.first_rank
             )
+            if self.ps.tp_rank != 0 and decision.order is not None:
+                queue = self.waiting_queue
+                if len(queue) != len(decision.order):
+                    raise RuntimeError(f"TP rank {self.ps.tp_rank} has {len(queue)} waiting "
+                                       f"requests, rank 0 ordered {len(decision.order)}")
+                queue[:] = [queue[i] for i in decision.order]
         return decision
 
     def _form_prefill(self, running: ScheduleBatch, plan: BatchPlan) -> NextBatchPlan:
@@ -187,9 +215,11 @@ class DuetScheduler(Scheduler):
 
         def plan_then_form(running: ScheduleBatch) -> NextBatchPlan:
             self._admit_ready_grammars()
+            order = None
             if self.waiting_queue:
                 self.policy.calc_priority(self.waiting_queue, running)
-            decisions.append(self._decide(running))
+                order = self._order_waiting()
+            decisions.append(self._decide(running, order))
             return self._form_prefill(running, decisions[-1].plan)
 
         with patches.swapped(self, get_new_batch_prefill=plan_then_form):
