@@ -40,17 +40,21 @@ import math
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from benchmark.serving.convert import ReplayRequest, convert, model_max_len
 from benchmark.serving.traces import TraceRequest, load_trace
+from benchmark.sim_to_real.admission_profile import contended_profile, profile_paths, refit
 from benchmark.sim_to_real.admission_report import markdown, verdict
 from benchmark.sim_to_real.real import RealSystem, run_system
 from benchmark.stamp import ROOT, write_result
 
 TRACE = "mooncake"
+# one profile for every system: the same model's iterations on this machine, as stock SGLang's
+# log timed them (duet's own profile, fitted to its plan log, adds its synchronous loop)
+SHARED_PROFILE = "cpu_calibration_sglang-chunked.json"
 GPU_SLO_MS = 10000.0  # the trace's TTFT SLO on the GPU (the capacity rule)
 SIM_TO_REAL = os.path.join(str(ROOT), "benchmark", "results", "sim_to_real")
 RESULTS_DIR = os.path.join(SIM_TO_REAL, "admission")
@@ -76,6 +80,7 @@ class Config:
     nice: int = -10
     quiet_cores: float = 0.5
     quiet_wait_s: float = 30.0
+    passes: int = 2  # replays per server (the second on the same server, cache flushed)
 
 
 @dataclass(frozen=True)
@@ -182,14 +187,8 @@ def bench_ttfts(path: str, n: int) -> list[float | None]:
     return out
 
 
-def _profile(cfg: Config, name: str) -> tuple[str, str, str]:
-    d = cfg.profile_dir
-    return (os.path.join(d, "cpu_model.json"), os.path.join(d, "cpu_hardware.json"),
-            os.path.join(d, name))
-
-
 def simulate(c: Compared, cfg: Config, rows: list[ReplayRequest], info: dict, slo_ms: float,
-             calibration: str | None = None) -> dict:
+             calibration: str | None = None, hardware: str | None = None) -> dict:
     """The simulator's run of the same requests: its attainment, or why there is none. Its
     prefix cache gets the slice's blocks at their scaled size (`info`: `build_requests`; the
     simulator's own block is Mooncake's 512 tokens, `sim.prefix_cache.BLOCK_TOKENS`)."""
@@ -204,41 +203,25 @@ def simulate(c: Compared, cfg: Config, rows: list[ReplayRequest], info: dict, sl
     order = c.sim.get("schedule_policy")
     if order is not None and order not in SGLANG_ORDERS:
         return {"error": f"the simulator has no --schedule-policy {order} yet"}
-    model, hw, cal = _profile(cfg, c.calibration)
+    model, hw, cal = profile_paths(cfg.profile_dir, c.calibration)
     wl = replace(to_workload(rows, c.name), hash_ids=info["hash_ids"])
     block_cache, costs.PrefixCache = costs.PrefixCache, functools.partial(
         costs.PrefixCache, info["mooncake_block_tokens"])
     try:
-        res = simulate_point(c.sim_system, wl, model, hw, calibration or cal, cfg.chunk,
+        res = simulate_point(c.sim_system, wl, model, hardware or hw, calibration or cal,
+                             cfg.chunk,
                              cfg.kv_tokens, page_size=1,
                              overrides={**c.sim, "ttft_slo_ms": slo_ms})
     finally:
         costs.PrefixCache = block_cache
     out = attainment(res["ttft_ms_by_request"], [r.prompt_len for r in rows], slo_ms)
-    out["calibration"] = os.path.relpath(calibration or cal, str(ROOT))
+    used = os.path.relpath(calibration or cal, str(ROOT))
+    out["calibration"] = used if not used.startswith("..") else os.path.basename(used)
     return out
 
 
-def _refit(c: Compared, cfg: Config, log: str) -> str | None:
-    """The system's CPU profile fitted again to the loop periods its log of this run shows
-    (`sglang_log.log_samples`, `profile.fit_profile`): the prediction's error without the
-    profile's drift between days."""
-    from benchmark.sim_to_real.profile import fit_profile
-    from benchmark.sim_to_real.sglang_log import log_samples
-
-    if not os.path.exists(log):
-        return None
-    model, hw, _ = _profile(cfg, c.calibration)
-    with open(log, errors="replace") as f:
-        samples = log_samples(f.read(), hw, model, True, overlap=c.real.stock)
-    out = os.path.join(cfg.out_dir, f"{cfg.tag}_calibration_{c.name}.json")
-    try:
-        return fit_profile(samples, out)["calibration"]
-    except ValueError:
-        return None
-
-
-def run(cfg: Config, progress=print, work: str | None = None) -> dict:
+def run(cfg: Config, progress=print, work: str | None = None, argv: list[str] | None = None
+        ) -> dict:
     from transformers import AutoTokenizer
 
     from benchmark.sim_to_real.cpu_meter import set_autogroup_nice
@@ -253,7 +236,7 @@ def run(cfg: Config, progress=print, work: str | None = None) -> dict:
 
     write_jsonl(path, rows)
     lens = [r.prompt_len for r in rows]
-    m, hw, cal = _profile(cfg, "cpu_calibration.json")
+    m, hw, cal = profile_paths(cfg.profile_dir, "cpu_calibration.json")
     basis = scaled_slo_ms(info["mean_input"], info["trace_mean_input"], cal, hw, m)
     slo = cfg.ttft_slo_ms or basis["ttft_slo_ms"]
     progress(f"[admission] {len(rows)} requests from {TRACE}[{info['start']}:], prompts "
@@ -265,20 +248,36 @@ def run(cfg: Config, progress=print, work: str | None = None) -> dict:
         for name in cfg.systems:
             c = compared(slo)[name]
             entry: dict = {"sim": simulate(c, cfg, rows, info, slo)}
-            progress(f"[admission] {name}: sim {entry['sim']}")
+            shared = replace(c, calibration=SHARED_PROFILE)
+            entry["sim_shared"] = entry["sim"] if shared == c else simulate(
+                shared, cfg, rows, info, slo)
+            progress(f"[admission] {name}: sim {_brief(entry['sim'])}")
             if name in kept:
-                entry.update({k: v for k, v in kept[name].items() if k != "sim"})
+                entry.update({k: v for k, v in kept[name].items()
+                              if k not in ("sim", "sim_contended")})
                 progress(f"[admission] {name}: measured run kept from {cfg.keep}")
             elif not cfg.sim_only:
                 real = run_system(c.real, model, cfg.chunk, [(cfg.qps, len(rows), path)], work,
                                   progress, cfg.seed, extra=("--max-total-tokens",
                                                              str(cfg.kv_tokens)),
-                                  quiet=(cfg.quiet_cores, cfg.quiet_wait_s), nice=cfg.nice)
+                                  quiet=(cfg.quiet_cores, cfg.quiet_wait_s), nice=cfg.nice,
+                                  passes=cfg.passes)
                 entry.update(_real_entry(real, c, work, cfg, lens, slo, model))
-                cal2 = _refit(c, cfg, os.path.join(work, f"server_{name}.log"))
-                if cal2:
-                    entry["sim_refit"] = simulate(c, cfg, rows, info, slo, calibration=cal2)
-                progress(f"[admission] {name}: real {entry.get('real')}")
+                fit = refit(cfg.profile_dir, c.calibration, c.real.stock,
+                            os.path.join(work, f"server_{name}.log"),
+                            os.path.join(work, f"calibration_{name}.json"))
+                if fit:
+                    entry["sim_refit"] = {**simulate(c, cfg, rows, info, slo,
+                                                     calibration=fit["calibration"]),
+                                          "heldout_mape": fit["heldout_mape"]}
+                progress(f"[admission] {name}: real {_brief(entry.get('real'))}, passes "
+                         f"{[_brief(p) for p in entry.get('real_passes', [])]}")
+            wait = ((entry.get("real") or {}).get("cpu") or {}).get("server_wait_share")
+            if wait is not None:
+                hw2, cal2 = contended_profile(cfg.profile_dir, c.calibration, wait,
+                                             work, c.name)
+                entry["sim_contended"] = simulate(c, cfg, rows, info, slo, cal2, hw2)
+                entry["sim_contended"]["wait_share"] = wait
             systems[name] = entry
     finally:
         if old is not None:
@@ -287,12 +286,17 @@ def run(cfg: Config, progress=print, work: str | None = None) -> dict:
     results = {"config": asdict(cfg), "workload": info, "slo": {**basis, "used_ms": slo},
                "systems": systems}
     results["verdict"] = verdict(systems)
+    results["command"] = " ".join(["python -m benchmark.sim_to_real.admission", *(argv or [])])
     prefix = os.path.join(cfg.out_dir, cfg.tag + ("_sim" if cfg.sim_only else ""))
     write_result(prefix + ".json", results)
     with open(prefix + ".md", "w") as f:
         f.write(markdown(results))
     results["outputs"] = [prefix + ".json", prefix + ".md"]
     return results
+
+
+def _brief(d: dict | None) -> dict | None:
+    return None if d is None else {k: v for k, v in d.items() if k != "ttft_ms"}
 
 
 WORKLOAD_FIELDS = ("requests", "qps", "scale", "ttft_slo_ms", "chunk", "kv_tokens", "seed",
@@ -313,17 +317,29 @@ def _kept(cfg: Config) -> dict[str, dict]:
 
 def _real_entry(real: dict, c: Compared, work: str, cfg: Config, lens: list[int], slo: float,
                 model: str) -> dict:
+    """The measured side: each pass's attainment (`real_passes`, with its TTFTs in slice order
+    and what `cpu_meter` saw), and `real`: all passes' requests pooled (its attainment is the
+    passes' mean), with the server's mean wait share."""
     out = {k: real.get(k) for k in ("status", "reason", "start_s", "settings",
                                     "autogroup_nice") if real.get(k) is not None}
     out["command"] = (real.get("command") or "").replace(model, "MODEL")
-    run = (real.get("runs") or [{}])[0]
-    bench = os.path.join(work, f"bench_{c.name}_qps{cfg.qps:g}.jsonl")
-    if real.get("status") == "ran" and run.get("metrics") and os.path.exists(bench):
-        out["real"] = attainment(bench_ttfts(bench, len(lens)), lens, slo)
-        out["real"]["cpu"] = run.get("cpu")
-        out["real"]["duration_s"] = run["metrics"].get("duration_s")
-    elif run.get("error"):
-        out["error"] = run["error"]
+    runs = (real.get("runs") or []) + (real.get("repeat_runs") or [])
+    passes, pooled = [], []
+    for k, run in enumerate(runs):
+        bench = os.path.join(work, f"bench_{c.name}_qps{cfg.qps:g}{'_2' if k else ''}.jsonl")
+        if run.get("metrics") and os.path.exists(bench):
+            ttft = bench_ttfts(bench, len(lens))
+            passes.append({**attainment(ttft, lens, slo), "cpu": run.get("cpu"),
+                           "duration_s": run["metrics"].get("duration_s"), "ttft_ms": ttft})
+            pooled += ttft
+        elif run.get("error"):
+            out.setdefault("errors", []).append(run["error"])
+    if passes:
+        out["real_passes"] = passes
+        waits = [(p["cpu"] or {}).get("server_wait_share") for p in passes]
+        out["real"] = {**attainment(pooled, lens * len(passes), slo), "passes": len(passes),
+                       "cpu": {"server_wait_share": round(float(np.mean(waits)), 4)
+                               if None not in waits else None}}
     return out
 
 
@@ -353,15 +369,17 @@ def main(argv: list[str] | None = None) -> int:
                    "measured systems from it, run the others")
     p.add_argument("--nice", type=int, default=d.nice)
     p.add_argument("--quiet-wait-s", type=float, default=d.quiet_wait_s)
+    p.add_argument("--passes", type=int, default=d.passes,
+                   help="replays per server: the real side's own run-to-run spread")
     a = p.parse_args(argv)
     cfg = Config(requests=a.requests, qps=a.qps, scale=a.scale, ttft_slo_ms=a.ttft_slo_ms,
                  seed=a.seed, systems=[s for s in a.systems.split(",") if s], model=a.model,
                  tag=a.tag, out_dir=a.out_dir, sim_only=a.sim_only, keep=a.keep, nice=a.nice,
-                 quiet_wait_s=a.quiet_wait_s)
+                 quiet_wait_s=a.quiet_wait_s, passes=a.passes)
     unknown = set(cfg.systems) - set(compared(1.0))
     if unknown:
         p.error(f"unknown systems {sorted(unknown)}")
-    results = run(cfg, work=a.work_dir)
+    results = run(cfg, work=a.work_dir, argv=sys.argv[1:] if argv is None else argv)
     print("\n".join(f"[admission] wrote {o}" for o in results["outputs"]))
     print(f"[admission] {json.dumps(results['verdict'])}")
     return 0

@@ -93,7 +93,7 @@ def test_bench_ttfts_in_request_order(tmp_path):
 
 
 def test_slo_is_the_gpu_multiple_of_one_mean_prefill():
-    m, hw, cal = adm._profile(adm.Config(), "cpu_calibration.json")
+    m, hw, cal = adm.profile_paths(adm.SIM_TO_REAL, "cpu_calibration.json")
     a = adm.scaled_slo_ms(190.0, 12000.0, cal, hw, m)
     want = adm.GPU_SLO_MS * a["cpu_prefill_s"] / a["gpu_prefill_s"]  # both rounded to 0.1 ms
     assert a["ttft_slo_ms"] == pytest.approx(want, rel=0.01)

@@ -33,12 +33,13 @@ def test_verdict_compares_duet_with_both_stock_orders_and_the_sim_with_the_real(
 
 def test_markdown_lists_every_system_and_the_missing_prediction():
     systems = {"sglang-fcfs": entry(0.3, 0.35), "sglang-lpm": entry(0.4, None)}
+    systems["sglang-fcfs"]["real_passes"] = [{"attainment": 0.25}, {"attainment": 0.35}]
     results = {"config": {"sim_only": False, "scale": 1 / 64, "qps": 3.0, "seed": 0},
                "workload": {"requests": 150, "start": 7, "prompt_pct": {"p50": 100.0},
                             "mean_input": 190.0, "mean_output": 5.0},
                "slo": {"used_ms": 10000.0, "cpu_prefill_s": 1.0, "gpu_prefill_s": 1.0},
                "systems": systems, "verdict": rep.verdict(systems)}
     md = rep.markdown(results)
-    assert "| sglang-fcfs | 0.3 | 0.35 | - |" in md
-    assert "| sglang-lpm | 0.4 | no lpm | - |" in md
+    assert "| sglang-fcfs | 0.3 (0.25, 0.35) | 0.35 | - | - (-) | - |" in md
+    assert "| sglang-lpm | 0.4  | no lpm | - | - (-) | - |" in md
     assert "python -m benchmark.sim_to_real.admission" in md
