@@ -46,7 +46,12 @@ import numpy as np
 
 from benchmark.serving.convert import ReplayRequest, convert, model_max_len
 from benchmark.serving.traces import TraceRequest, load_trace
-from benchmark.sim_to_real.admission_profile import contended_profile, profile_paths, refit
+from benchmark.sim_to_real.admission_profile import (
+    contended_profile,
+    measured_slowdown,
+    profile_paths,
+    refit,
+)
 from benchmark.sim_to_real.admission_report import markdown, verdict
 from benchmark.sim_to_real.real import RealSystem, run_system
 from benchmark.stamp import ROOT, write_result
@@ -272,12 +277,14 @@ def run(cfg: Config, progress=print, work: str | None = None, argv: list[str] | 
                                           "heldout_mape": fit["heldout_mape"]}
                 progress(f"[admission] {name}: real {_brief(entry.get('real'))}, passes "
                          f"{[_brief(p) for p in entry.get('real_passes', [])]}")
-            wait = ((entry.get("real") or {}).get("cpu") or {}).get("server_wait_share")
-            if wait is not None:
-                hw2, cal2 = contended_profile(cfg.profile_dir, c.calibration, wait,
-                                             work, c.name)
-                entry["sim_contended"] = simulate(c, cfg, rows, info, slo, cal2, hw2)
-                entry["sim_contended"]["wait_share"] = wait
+            slow = measured_slowdown(cfg.profile_dir, c.calibration, c.real.stock,
+                                     os.path.join(work, f"server_{name}.log"))
+            if slow:
+                hw2, cal2 = contended_profile(cfg.profile_dir, c.calibration, slow["slowdown"],
+                                              work, c.name)
+                entry["sim_contended"] = {**simulate(c, cfg, rows, info, slo, cal2, hw2), **slow}
+            elif name in kept and kept[name].get("sim_contended"):
+                entry["sim_contended"] = kept[name]["sim_contended"]
             systems[name] = entry
     finally:
         if old is not None:

@@ -43,11 +43,11 @@ def markdown(results: dict) -> str:
         "Attainment: share of the requests whose first token came within the SLO (measured: "
         "every pass's requests pooled, i.e. the passes' mean). sim: the "
         "simulator on each system's committed CPU profile (duet's: fitted to its plan log); "
-        "shared: every system on stock SGLang's profile; sim, contended: each own profile with "
-        "every "
-        "time divided by (1 - the share of the run the server waited for a core, measured); "
+        "shared: every system on stock SGLang's profile; contended: each own profile with "
+        "every time x the slowdown the run's own SGLang log shows against it (other jobs on "
+        "this machine); "
         "refit: a profile fitted to this run's SGLang log (whole-second stamps: rough).", "",
-        "| system | measured (each pass) | sim | shared | sim, contended (wait share) | refit | "
+        "| system | measured (each pass) | sim | shared | contended (slowdown) | refit | "
         "P99 TTFT ms real / sim | max TTFT ms real / sim | longest tenth real / sim |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
@@ -57,7 +57,7 @@ def markdown(results: dict) -> str:
             f"| {name} | {_g(r, 'attainment')} {_passes(e)} | "
             f"{s.get('error') or _g(s, 'attainment')} | "
             f"{_g(e.get('sim_shared') or {}, 'attainment')} | "
-            f"{_g(c, 'attainment')} ({_g(c, 'wait_share')}) | "
+            f"{_g(c, 'attainment')} ({_g(c, 'slowdown')}) | "
             f"{_g(e.get('sim_refit') or {}, 'attainment')} | {_g(r, 'ttft_p99_ms')} / "
             f"{_g(s, 'ttft_p99_ms')} | {_g(r, 'ttft_max_ms')} / {_g(s, 'ttft_max_ms')} | "
             f"{_g(r, 'longest_tenth_attainment')} / {_g(s, 'longest_tenth_attainment')} |")
