@@ -134,7 +134,7 @@ def build_requests(cfg: Config, tokenizer, max_len: int | None
     lens = np.array([r.prompt_len for r in rows])
     block = info["mooncake_block_tokens"]
     info.update(trace=TRACE, start=start, prompt_pct={
-        f"p{q}": float(np.percentile(lens, q)) for q in (50, 90, 99, 100)},
+        f"p{q}": round(float(np.percentile(lens, q)), 1) for q in (50, 90, 99, 100)},
         hash_ids=[list(t.hash_ids[: r.prompt_len // block]) for t, r in zip(
             reqs, rows, strict=True)])
     return rows, info
@@ -294,6 +294,10 @@ def run(cfg: Config, progress=print, work: str | None = None, argv: list[str] | 
                "systems": systems}
     results["verdict"] = verdict(systems)
     results["command"] = " ".join(["python -m benchmark.sim_to_real.admission", *(argv or [])])
+    if kept:  # the command that measured the kept systems
+        with open(cfg.keep) as f:
+            old_run = json.load(f)
+        results["measured_command"] = old_run.get("measured_command") or old_run.get("command")
     prefix = os.path.join(cfg.out_dir, cfg.tag + ("_sim" if cfg.sim_only else ""))
     write_result(prefix + ".json", results)
     with open(prefix + ".md", "w") as f:

@@ -33,7 +33,9 @@ def markdown(results: dict) -> str:
     cfg, w, slo = results["config"], results["workload"], results["slo"]
     lines = [
         "# Admission order on real servers, this CPU (issue #48 item 6)", "",
-        "```", results.get("command") or "python -m benchmark.sim_to_real.admission", "```", "",
+        "```", *([results["measured_command"] + "   # the real runs"]
+                 if results.get("measured_command") else []),
+        results.get("command") or "python -m benchmark.sim_to_real.admission", "```", "",
         f"{w['requests']} consecutive Mooncake requests from index {w['start']}, lengths x "
         f"{cfg['scale']:g} (prompt tokens {w['prompt_pct']}, mean {w['mean_input']:.0f}; "
         f"output mean {w['mean_output']:.1f}), Poisson arrivals at {cfg['qps']:g} req/s (seed "

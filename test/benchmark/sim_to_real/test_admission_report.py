@@ -43,3 +43,7 @@ def test_markdown_lists_every_system_and_the_missing_prediction():
     assert "| sglang-fcfs | 0.3 (0.25, 0.35) | 0.35 | - | - (-) | - |" in md
     assert "| sglang-lpm | 0.4  | no lpm | - | - (-) | - |" in md
     assert "python -m benchmark.sim_to_real.admission" in md
+    results["measured_command"] = "python -m benchmark.sim_to_real.admission --passes 2"
+    results["command"] = "python -m benchmark.sim_to_real.admission --keep old.json"
+    md = rep.markdown(results)
+    assert md.index("--passes 2   # the real runs") < md.index("--keep old.json")
