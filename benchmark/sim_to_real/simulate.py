@@ -109,17 +109,20 @@ def overlap_emission(times: np.ndarray, steps: np.ndarray, starts: list[float],
 def simulate_point(system: str, workload: Workload, model: str, hardware: str,
                    calibration: str, token_budget: int, max_total_tokens: int | None,
                    overlap_rule: bool = True, page_size: int | None = None,
-                   frontend: bool = False) -> dict:
+                   frontend: bool = False, overrides: dict | None = None) -> dict:
     """Metrics of one simulated run; with `overlap_rule` False the stock systems' tokens keep
     the simulator's own times (the CPU report shows both; on a GPU the rule does not apply).
     `frontend` adds the simulator's per-request front end (fitted to GPU hosts' published runs:
     on for the GPU check; off here, where the CPU profile's measured loop periods already hold
-    this host's own per-request work)."""
+    this host's own per-request work). `overrides`: further `SimConfig` fields (an admission
+    order, its TTFT SLO); with them the result also holds each request's TTFT
+    (``ttft_ms_by_request``, in workload order, None where it did not finish)."""
     spec = SIM_SYSTEMS[system]
     cfg = SimConfig(trace="-", policy=spec.policy, model=model, hardware=hardware,
                     calibration=calibration, gpus=1, tp=1, token_budget=token_budget,
                     duet_mode=spec.duet_mode, max_total_tokens=max_total_tokens,
-                    page_size=page_size, activation_reserve_gb=0.0, frontend=frontend)
+                    page_size=page_size, activation_reserve_gb=0.0, frontend=frontend,
+                    **(overrides or {}))
     sim = Simulation(cfg, workload)
     (rep,) = sim.replicas
     starts, ends, its = _recorder(rep)
@@ -140,6 +143,11 @@ def simulate_point(system: str, workload: Workload, model: str, hardware: str,
     out = summarize(first - arrival, gaps, n, last - float(workload.arrival_s.min()),
                     int(sum(r.output_len for r in done)))
     out["preemptions"] = rep.preemptions
+    if overrides is not None:
+        by_idx: list[float | None] = [None] * len(workload)
+        for j, r in enumerate(done):
+            by_idx[r.idx] = round(float(first[j] - arrival[j]) * 1e3, 3)
+        out["ttft_ms_by_request"] = by_idx
     out["schedule"] = schedule_stats([(k, r, t) for k, r, t, _ in its], spec.mixed)
     out["busy_s"] = busy_by_kind([(k, r, sec) for k, r, _, sec in its], spec.mixed)
     return out
