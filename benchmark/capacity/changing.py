@@ -14,13 +14,15 @@ H100, the ``published-h100`` calibration, seed 0: simulated, like every capacity
 Per system, as a user would run it (``tuned once``): its settings are fixed for the whole run.
 The candidates are its defaults and its best-tuned settings of the three single-trace sweeps
 (``benchmark/results/capacity/<trace>-qwen3-8b-tp1.json``, ``policies.<name>.best.setting``),
-and the search is ``sweep.py``'s step 2 over them: the defaults' capacity at ``FINE_TOL``, each
+and the search is ``sweep.py``'s step 2 over them: the defaults' capacity at ``COARSE_TOL``, each
 other candidate probed just above the best so far (x (1 + ``COARSE_TOL``)) and searched only
-where the probe passes, the winner refined at ``FINE_TOL``. So "tuned once" is the best single
-static setting among the per-trace best settings, not a fresh knob search over the whole
-workload (which would cost the single-trace sweeps' hundreds of runs per system again).
-Then the run-length check: the profile played twice; a fall of more than 5% sets the figure
-(``search.run_length``), as in ``sweep.py``.
+where the probe passes, the winner refined at ``FINE_TOL`` (duet's defaults too). So "tuned
+once" is the best single static setting among the per-trace best settings, not a fresh knob
+search over the whole workload (which would cost the single-trace sweeps' hundreds of runs per
+system again). Then the run-length check (``length_check_of``): the profile played twice must
+not move the figure by more than 5%, settled by two probes where they can; a fall of more than
+5% has the longer run's capacity searched and sets the figure (``search.run_length``), as in
+``sweep.py``.
 
 The upper reference (``oracle``): each phase run with the per-trace best setting of the trace
 carrying most of its load, as if the system were re-tuned at every phase boundary. The
@@ -53,12 +55,21 @@ from sglang_duet.sim import Simulation
 from sglang_duet.sim.phases import Phased, PhasedSpec, build_phased, load_specs, spec
 
 from .changing_rule import judge, outcomes, timeline
-from .search import CACHE, Cluster, Point, Setting, find_capacity, run_length, source_hash
+from .search import (
+    CACHE,
+    LENGTH_TOL,
+    Cluster,
+    Point,
+    Setting,
+    find_capacity,
+    run_length,
+    source_hash,
+)
 from .sweep import COARSE_TOL, FINE_TOL
 
 __all__ = ["SYSTEMS", "candidates", "capacity", "oracle_settings", "run_point", "sweep_system"]
 
-SYSTEMS = ("duet", "sglang-pdmux", "sglang-chunked", "vllm-chunked", "dynamo")
+SYSTEMS = ("duet", "sglang-pdmux", "sglang-chunked", "dynamo", "vllm-chunked")  # run order
 MODEL, TP, GPUS = "qwen3-8b", 1, 2
 RESULTS = os.path.join(ROOT, "benchmark", "results", "capacity")
 OUT = os.path.join(RESULTS, "changing")
@@ -161,6 +172,31 @@ def _record(cap: float, pts: list[Point]) -> dict[str, Any]:
                              key=lambda d: d["scale"])}
 
 
+def length_check_of(cl: Cluster, sp: PhasedSpec, s: Setting, cap: float) -> dict[str, Any]:
+    """The run-length check with the profile played twice, by probes where they settle it:
+    passing at ``cap / (1 + LENGTH_TOL)`` means the longer run's figure is not more than 5%
+    lower, and failing at ``cap * (1 + LENGTH_TOL)`` that it is not more than 5% higher; only a
+    failing lower probe has the longer run's capacity searched (it then sets the figure, as in
+    ``sweep.py``). A passing upper probe is recorded as a rise (the shorter figure stands, the
+    conservative one)."""
+    two = sp.repeated(2)
+    lo = run_point(cl, two, s, cap / (1 + LENGTH_TOL))
+    n = 2 * len(_built(sp, cap, cl.seed).workload)
+    if not _passes(lo):
+        cap2, pts2 = capacity(cl, two, s, lo.qps, FINE_TOL)
+        rec = _record(cap2, pts2)
+        return {**run_length(cap, cap2, n), "capacity_scale": cap2, "profile_repeats": 2,
+                "verdict": f"{cap2} (searched)", "at_capacity": rec["at_capacity"],
+                "points": rec["points"]}
+    hi = run_point(cl, two, s, cap * (1 + LENGTH_TOL))
+    probes = [{"scale": p.qps, "passes": _passes(p),
+               "attainment": p.metrics["steady"]["attainment"]} for p in (lo, hi)]
+    rises = _passes(hi)
+    return {"requests": n, "profile_repeats": 2, "capacity_scale": None,
+            "ok": not rises, "sets_figure": False, "rises": rises, "probes": probes,
+            "verdict": f"within 5% below{'; passes 5% above' if rises else ' and above'}"}
+
+
 def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = True,
                  oracle: bool = True, log=print) -> dict[str, Any]:
     """Defaults, tuned once (with its run-length check) and the per-phase oracle of one system."""
@@ -168,7 +204,9 @@ def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = 
     best_by_trace = per_trace_best(policy)
     cands = candidates(policy, best_by_trace)
     default = cands[0]
-    cap0, pts0 = capacity(cl, sp, default, START, FINE_TOL)
+    # the defaults at the coarse tolerance, refined below when they win (or for duet, whose
+    # defaults are a headline figure); the other candidates as sweep.py's step 2
+    cap0, pts0 = capacity(cl, sp, default, START, COARSE_TOL)
     log(f"  {policy} defaults: {cap0}")
     best, best_cap, trials = default, cap0, [{"setting": default.label(), "capacity_scale": cap0}]
     for s in cands[1:]:
@@ -185,15 +223,19 @@ def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = 
         if cap > best_cap:
             best, best_cap = s, cap
     best_cap, pts = capacity(cl, sp, best, best_cap or START, FINE_TOL)
+    if best == default:
+        cap0, pts0 = best_cap, pts
+    elif policy == "duet":
+        cap0, pts0 = capacity(cl, sp, default, cap0 or START, FINE_TOL)
     tuned = {"setting": dict(best.knobs), "label": best.label(), **_record(best_cap, pts)}
     if length_check and best_cap > 0:
-        cap2, pts2 = capacity(cl, sp.repeated(2), best, best_cap, FINE_TOL)
-        rl = run_length(best_cap, cap2, 2 * len(_built(sp, best_cap, cl.seed).workload))
-        tuned["run_length"] = {**rl, "capacity_scale": cap2, "profile_repeats": 2}
-        if rl["sets_figure"]:
-            tuned.update(capacity_from="2x run", short_run_scale=best_cap,
-                         **{k: v for k, v in _record(cap2, pts2).items() if k != "points"})
-        log(f"  {policy} tuned once ({best.label()}): {best_cap}, profile x2: {cap2}")
+        tuned["run_length"] = length_check_of(cl, sp, best, best_cap)
+        if tuned["run_length"]["sets_figure"]:
+            cap2 = tuned["run_length"]["capacity_scale"]
+            tuned.update(capacity_from="2x run", short_run_scale=best_cap, capacity_scale=cap2,
+                         at_capacity=tuned["run_length"].pop("at_capacity"))
+        log(f"  {policy} tuned once ({best.label()}): {best_cap}, profile x2: "
+            f"{tuned['run_length']['verdict']}")
     out: dict[str, Any] = {"candidates": [c.label() for c in cands], "trials": trials,
                            "default": {"setting": {}, "label": "defaults",
                                        **_record(cap0, pts0)},
@@ -250,8 +292,9 @@ def main(argv: list[str] | None = None) -> int:
         systems = tuple(s for s in args.systems.split(",") if s)
         for bad in set(systems) - set(SYSTEMS):
             ap.error(f"unknown system {bad!r}; choices: {', '.join(SYSTEMS)}")
-        for name in names:
-            run(name, systems, args.out, not args.no_length_check, not args.no_oracle)
+        for policy in systems:  # every workload per system: a cut-short sweep has both
+            for name in names:
+                run(name, (policy,), args.out, not args.no_length_check, not args.no_oracle)
     write_report(args.out)
     return 0
 

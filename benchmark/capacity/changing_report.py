@@ -83,7 +83,8 @@ def _workload_md(name: str, d: dict[str, Any], png: str | None) -> list[str]:
         cells = []
         for p in head:
             at = systems[p]["tuned_once"].get("at_capacity") or {}
-            row = (at.get("phases") or [{}] * len(wl["phases"]))[i]
+            rows = at.get("phases") or []
+            row = rows[i] if i < len(rows) else {}
             cells.append(f"{_fmt(row.get('attainment'), 2)} / {_fmt(row.get('ttft_p99_s'), 1)}"
                          if row.get("gating") else "–")
         lines.append(f"| {i} {ph['label']} | {mix} | " + " | ".join(cells) + " |")
