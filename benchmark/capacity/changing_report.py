@@ -73,9 +73,12 @@ def _workload_md(name: str, d: dict[str, Any], png: str | None) -> list[str]:
         lines.append(f"| {p} | {_fmt(_cap(r['default']))} | {t['label']} | "
                      f"**{_fmt(_cap(t))}**{' (x2 run)' if t.get('capacity_from') else ''} | "
                      f"{_fmt(t.get('offered_rps'), 1)} | {x2} | {_fmt(_cap(o))} | {rs} |")
-    lines += ["", "How each phase fares at each system's tuned-once capacity (share of the "
-              "phase's window requests meeting both SLOs / P99 TTFT in s; a phase mostly "
-              "outside the window shows –):", ""]
+    lines += ["", "How each phase fares at each system's tuned-once capacity: share of the "
+              "phase's window requests meeting both SLOs / P99 / max TTFT (s); (k): the "
+              "steady-state keep-up statistics over the phase's own span fail (reported, not "
+              "gating: at a switch they count the previous phase's late admissions, and a "
+              "Mooncake phase's 100 requests give its TTFT rise a noise of about 1 s, "
+              "`changing_rule.py`); – : fewer than 20 of its requests in the window.", ""]
     head = [p for p in ORDER if p in systems]
     lines += ["| phase | mix | " + " | ".join(head) + " |", "|---|---|" + "---|" * len(head)]
     for i, ph in enumerate(wl["phases"]):
@@ -86,6 +89,8 @@ def _workload_md(name: str, d: dict[str, Any], png: str | None) -> list[str]:
             rows = at.get("phases") or []
             row = rows[i] if i < len(rows) else {}
             cells.append(f"{_fmt(row.get('attainment'), 2)} / {_fmt(row.get('ttft_p99_s'), 1)}"
+                         f" / {_fmt(row.get('ttft_max_s'), 1)}"
+                         f"{'' if row.get('keeps_up', True) else ' (k)'}"
                          if row.get("gating") else "–")
         lines.append(f"| {i} {ph['label']} | {mix} | " + " | ".join(cells) + " |")
     if png:

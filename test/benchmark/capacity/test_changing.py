@@ -144,7 +144,8 @@ def test_report_tables_and_ratios(tmp_path):
     def system(d, t, o):
         rec = {"capacity_scale": t, "offered_rps": 20.0, "at_capacity": {
             "timeline": [1.0, 0.95], "phases": [{"gating": False}, {
-                "gating": True, "attainment": 0.97, "ttft_p99_s": 1.2}]}}
+                "gating": True, "attainment": 0.97, "ttft_p99_s": 1.2, "ttft_max_s": 3.0,
+                "keeps_up": False}]}}
         return {"default": {"capacity_scale": d, "label": "defaults", "at_capacity": rec[
             "at_capacity"]}, "tuned_once": {"label": "defaults", **rec},
             "oracle": {"capacity_scale": o}}
@@ -158,4 +159,14 @@ def test_report_tables_and_ratios(tmp_path):
     (tmp_path / "t.json").write_text(json.dumps(body))
     text = open(write_report(str(tmp_path))).read()
     assert "| dynamo | 0.500 | defaults | **1.000**" in text and "1.20x tuned once" in text
-    assert "0.97 / 1.2" in text and "(t.png)" in text and (tmp_path / "t.png").exists()
+    assert "0.97 / 1.2 / 3.0 (k)" in text and "(t.png)" in text and (tmp_path / "t.png").exists()
+
+
+def test_run_writes_stamped_json_and_keeps_other_systems(tmp_path, monkeypatch):
+    monkeypatch.setattr(changing, "sweep_system",
+                        lambda cl, sp, policy, *a, **k: {"policy": policy})
+    changing.run("prefill-decode-switch", ("dynamo",), str(tmp_path), False, False)
+    body = changing.run("prefill-decode-switch", ("duet",), str(tmp_path), False, False)
+    assert list(body)[0] == "stamp" and set(body["stamp"]) >= {"commit", "command"}
+    assert list(body["systems"]) == ["duet", "dynamo"]  # in SYSTEMS' order, both kept
+    assert body["config"]["workload"]["name"] == "prefill-decode-switch"
