@@ -7,7 +7,7 @@
 The workloads are the committed phased ones (``sglang_duet.sim.phases``,
 ``phased_workloads.json``); the capacity is the highest *load scale* (a multiplier of the whole
 profile's rate) at which a run passes ``changing_rule.judge`` (keeps up under the steady-state
-rule, >= 90% of the window's and of every phase's requests meet both SLOs), found by
+rule's admissions, >= 90% of the window's and of every phase's requests meet both SLOs), found by
 ``search.find_capacity``'s bracketing and bisection. Qwen3-8B, TP=1, 2 GPUs (two replicas),
 H100, the ``published-h100`` calibration, seed 0: simulated, like every capacity figure.
 

@@ -2,9 +2,16 @@
 
 A run of a phased workload (``sglang_duet.sim.phases``) passes when
 
-1. it keeps up under the steady-state rule (``sglang_duet.sim.steady``) over its window (the
-   arrivals between the first and the last 10% of requests): admitted >= 0.97x offered and a
-   TTFT rise <= 1 s across the window;
+1. it keeps up over its window (the arrivals between the first and the last 10% of requests,
+   ``sglang_duet.sim.steady``'s): admitted >= 0.97x offered (first tokens inside the window
+   over its arrivals). The steady-state rule's other half, a TTFT rise <= 1 s across the
+   window, is computed (``ttft_rise_s``, ``steady_keeps_up``: both halves) but does not gate:
+   under a profile the window starts and ends at different loads and mixes, so TTFT rises
+   with no queue growing (daily-drift, duet at load scale 1.16: a rise of 1.0 s at 99.3% of
+   requests meeting both SLOs, every phase >= 98%, admissions 1.000x arrivals). A queue that
+   grows within a phase shows as that phase's TTFT misses (3.), and one that grows over the
+   whole profile as a lower capacity with the profile played twice (the run-length check,
+   ``changing.py``);
 2. >= 90% of the window's requests meet both SLOs (their own P99 TBT <= 100 ms, TTFT <= 10 s;
    rejected requests miss);
 3. so does every phase: >= 90% of each phase's window requests meet both. Without this the
@@ -31,7 +38,7 @@ import numpy as np
 
 from sglang_duet.sim.engine import SimResult
 from sglang_duet.sim.metrics import token_times
-from sglang_duet.sim.steady import _ends, _gaps, keeps_up, slope, window_bounds
+from sglang_duet.sim.steady import SERVED_MIN, _ends, _gaps, keeps_up, slope, window_bounds
 
 __all__ = ["MIN_PHASE", "judge", "outcomes", "timeline"]
 
@@ -100,10 +107,11 @@ def judge(arrival: np.ndarray, ttft: np.ndarray, met: np.ndarray, phase: np.ndar
         row["gating"] = k >= MIN_PHASE
         rows.append(row)
     phases_ok = all(r["attainment"] >= target for r in rows if r["gating"])
+    up = bool(whole["admitted_ratio"] >= SERVED_MIN)
     return {"window_requests": int(win.sum()), "attainment": round(att, 4),
             "admitted_ratio": whole["admitted_ratio"], "ttft_rise_s": whole["ttft_rise_s"],
-            "keeps_up": whole["keeps_up"], "phases_ok": bool(phases_ok),
-            "passes": bool(whole["keeps_up"] and att >= target and phases_ok),
+            "keeps_up": up, "steady_keeps_up": whole["keeps_up"], "phases_ok": bool(phases_ok),
+            "passes": bool(up and att >= target and phases_ok),
             "worst_phase": min((r for r in rows if r["gating"]),
                                key=lambda r: r["attainment"], default={"phase": None})["phase"],
             "phases": rows}

@@ -47,11 +47,20 @@ class TestJudge:
         v = judge(a, t, m, ph, 4, 10.0)
         assert not v["phases"][2]["gating"] and v["phases_ok"] and v["passes"]
 
-    def test_a_growing_queue_does_not_keep_up(self):
+    def test_a_ttft_rise_is_reported_not_gating(self):
         a, t, m, ph = _arrays()
-        t = 0.5 + 0.01 * a  # TTFT climbs 3.2 s across the window
+        t = 0.5 + 0.01 * a  # TTFT climbs 3.2 s across the window, every request still met
         v = judge(a, t, m, ph, 4, 10.0)
-        assert v["ttft_rise_s"] > 1.0 and not v["keeps_up"] and not v["passes"]
+        assert v["ttft_rise_s"] > 1.0 and not v["steady_keeps_up"]
+        assert v["keeps_up"] and v["passes"]
+
+    def test_a_queue_growing_past_the_slo_fails_its_phase(self):
+        a, t, m, ph = _arrays()
+        grow = ph == 2
+        t[grow] = 0.5 + 0.2 * (a[grow] - a[grow].min())  # 20 s behind by the phase's end
+        m &= t <= 10.0
+        v = judge(a, t, m, ph, 4, 10.0)
+        assert v["phases"][2]["attainment"] < 0.9 and not v["passes"]
 
     def test_unserved_requests_cut_admissions_and_attainment(self):
         a, t, m, ph = _arrays()
@@ -68,7 +77,7 @@ class TestJudge:
         v = judge(w.arrival_s, np.array(o["ttft"]), np.array(o["met"], bool),
                   np.zeros(len(w), int), 1, 10.0)
         s = steady_state(res, 0.1, 10.0)
-        assert v["attainment"] == s["attainment"] and v["keeps_up"] == s["keeps_up"]
+        assert v["attainment"] == s["attainment"] and v["steady_keeps_up"] == s["keeps_up"]
         assert v["admitted_ratio"] == s["admitted_ratio"]
         assert v["ttft_rise_s"] == pytest.approx(s["ttft_rise_s"], abs=2e-4)
 
