@@ -46,6 +46,28 @@ def ratios(systems: dict[str, Any]) -> dict[str, dict[str, float | None]]:
     return out
 
 
+def _verdict(systems: dict[str, Any]) -> list[str]:
+    """Issue #50's targets against the figures: duet at its defaults >= 1.2x every alternative
+    tuned once, and not below any alternative's oracle by more than 5%."""
+    duet = systems.get("duet")
+    alts = {p: r for p, r in systems.items() if p != "duet" and _cap(r["tuned_once"])}
+    if not duet or not alts or not _cap(duet["default"]):
+        return []
+    d0 = _cap(duet["default"])
+    best = max(alts, key=lambda p: _cap(alts[p]["tuned_once"]))
+    r1 = d0 / _cap(alts[best]["tuned_once"])
+    out = ["", f"Duet at its defaults ({d0:.3f}) / the best alternative tuned once ({best}, "
+           f"{_cap(alts[best]['tuned_once']):.3f}): **{r1:.2f}x** (target >= 1.2x: "
+           f"{'met' if r1 >= 1.2 else 'not met'})."]
+    orc = {p: _cap(r.get("oracle")) for p, r in alts.items() if _cap(r.get("oracle"))}
+    if orc:
+        top = max(orc, key=lambda p: orc[p])
+        r2 = d0 / orc[top]
+        out[-1] += (f" Against the best alternative's per-phase oracle ({top}, {orc[top]:.3f}): "
+                    f"**{r2:.2f}x** (target >= 0.95x: {'met' if r2 >= 0.95 else 'not met'}).")
+    return out
+
+
 def _fmt(x: Any, nd: int = 3) -> str:
     return "–" if x is None else f"{x:.{nd}f}" if isinstance(x, float) else str(x)
 
@@ -73,6 +95,7 @@ def _workload_md(name: str, d: dict[str, Any], png: str | None) -> list[str]:
         lines.append(f"| {p} | {_fmt(_cap(r['default']))} | {t['label']} | "
                      f"**{_fmt(_cap(t))}**{' (x2 run)' if t.get('capacity_from') else ''} | "
                      f"{_fmt(t.get('offered_rps'), 1)} | {x2} | {_fmt(_cap(o))} | {rs} |")
+    lines += _verdict(systems)
     lines += ["", "How each phase fares at each system's tuned-once capacity: share of the "
               "phase's window requests meeting both SLOs / P99 / max TTFT (s); (k): the "
               "steady-state keep-up statistics over the phase's own span fail (reported, not "

@@ -168,6 +168,7 @@ def test_report_tables_and_ratios(tmp_path):
     (tmp_path / "t.json").write_text(json.dumps(body))
     text = open(write_report(str(tmp_path))).read()
     assert "| dynamo | 0.500 | defaults | **1.000**" in text and "1.20x tuned once" in text
+    assert "**1.20x** (target >= 1.2x: met)" in text and "**1.09x** (target >= 0.95x: met)" in text
     assert "0.97 / 1.2 / 3.0 (k)" in text and "(t.png)" in text and (tmp_path / "t.png").exists()
 
 
