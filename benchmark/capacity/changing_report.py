@@ -57,14 +57,14 @@ def _verdict(systems: dict[str, Any]) -> list[str]:
     best = max(alts, key=lambda p: _cap(alts[p]["tuned_once"]))
     r1 = d0 / _cap(alts[best]["tuned_once"])
     out = ["", f"Duet at its defaults ({d0:.3f}) / the best alternative tuned once ({best}, "
-           f"{_cap(alts[best]['tuned_once']):.3f}): **{r1:.2f}x** (target >= 1.2x: "
+           f"{_cap(alts[best]['tuned_once']):.3f}): **{r1:.3f}x** (target >= 1.2x: "
            f"{'met' if r1 >= 1.2 else 'not met'})."]
     orc = {p: _cap(r.get("oracle")) for p, r in alts.items() if _cap(r.get("oracle"))}
     if orc:
         top = max(orc, key=lambda p: orc[p])
         r2 = d0 / orc[top]
         out[-1] += (f" Against the best alternative's per-phase oracle ({top}, {orc[top]:.3f}): "
-                    f"**{r2:.2f}x** (target >= 0.95x: {'met' if r2 >= 0.95 else 'not met'}).")
+                    f"**{r2:.3f}x** (target >= 0.95x: {'met' if r2 >= 0.95 else 'not met'}).")
     return out
 
 
@@ -87,8 +87,12 @@ def _workload_md(name: str, d: dict[str, Any], png: str | None) -> list[str]:
         r = systems[p]
         t, o = r["tuned_once"], r.get("oracle")
         rl = t.get("run_length")
-        x2 = (f"{rl['capacity_scale']:.3f} ({rl['ratio']:.2f}x{'' if rl['ok'] else ', >5%'})"
-              if rl else "–")
+        if not rl:
+            x2 = "–"
+        elif rl.get("capacity_scale") is None:  # settled by probes at -5% and +5%
+            x2 = "within 5%" if rl["ok"] else "passes +5% (rise)"
+        else:
+            x2 = f"{rl['capacity_scale']:.3f} ({rl['ratio']:.2f}x{'' if rl['ok'] else ', >5%'})"
         ratio = rat.get(p, {})
         rs = (f"{_fmt(ratio.get('duet_default_over_tuned_once'), 2)}x tuned once, "
               f"{_fmt(ratio.get('duet_default_over_oracle'), 2)}x oracle" if ratio else "–")
