@@ -184,7 +184,9 @@ def write_report(out_dir: str) -> str:
              "(not a fresh knob search); *oracle per phase* runs each phase on its own with the "
              "per-trace best setting of its dominant trace (an empty cluster at each phase "
              "start: an upper reference). `python -m benchmark.capacity.changing` regenerates "
-             "all of it.", ""]
+             "all of it; `--systems` reruns replace only the systems named, and the stamp "
+             "names the last run that wrote the file (`config.source_hash`: the simulator's "
+             "sources every figure came from).", ""]
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
         name = os.path.basename(path)[: -len(".json")]
         with open(path) as f:
