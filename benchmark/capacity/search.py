@@ -187,14 +187,16 @@ Rule = Callable[[Point, float], bool]
 
 
 def find_capacity(cl: Cluster, s: Setting, requests: int, start: float, rel_tol: float = 0.025,
-                  rule: Rule = passes, floor: float = 1 / 64, ceiling: float = 64.0
-                  ) -> tuple[float, list[Point]]:
+                  rule: Rule = passes, floor: float = 1 / 64, ceiling: float = 64.0,
+                  point: Callable[[float], Point] | None = None) -> tuple[float, list[Point]]:
     """(highest passing QPS within ``rel_tol``, every point run). 0.0 when even
-    ``start * floor`` fails; the last QPS tried when ``start * ceiling`` still passes."""
+    ``start * floor`` fails; the last QPS tried when ``start * ceiling`` still passes.
+    ``point`` runs one load instead of ``evaluate(cl, s, q, requests)`` (the changing-workload
+    driver's load scale, `changing.py`)."""
     pts: list[Point] = []
 
     def ok(q: float) -> bool:
-        p = evaluate(cl, s, q, requests)
+        p = point(q) if point is not None else evaluate(cl, s, q, requests)
         pts.append(p)
         return rule(p, cl.target)
 
