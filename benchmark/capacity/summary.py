@@ -186,7 +186,7 @@ def summarize(out_dir: str) -> dict[str, Any]:
             row = got.get(c["file"][:-len(".json")], {}).get("duet")
             if row and row["points"]:
                 c["duet_limit"] = limit_of(max(row["points"], key=lambda p: p["qps"]))
-    return {"cases": cases}
+    return {"cases": cases, "changing": changing(out_dir)}
 
 
 def _label(c: dict[str, Any]) -> str:
@@ -285,6 +285,50 @@ def short_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+CHANGE_BEGIN = "<!-- changing-table: python -m benchmark.capacity.summary -->"
+CHANGE_END = "<!-- /changing-table -->"
+
+
+def changing(out_dir: str) -> list[dict[str, Any]]:
+    """One row per changing-traffic workload in ``out_dir/changing`` (`changing.py`): duet at
+    its defaults against the best alternative tuned once, and that one's oracle per phase
+    (load scales: multiples of the workload's whole rate profile)."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out_dir, "changing", "*.json"))):
+        with open(path) as f:
+            body = json.load(f)
+        systems = body["systems"]
+        alts = {p: r for p, r in systems.items() if p != "duet" and r.get("tuned_once")}
+        alt = max(alts, key=lambda p: alts[p]["tuned_once"]["capacity_scale"] or 0.0)
+        duet = systems["duet"]["default"]
+        a, orc = alts[alt]["tuned_once"], alts[alt].get("oracle") or {}
+        rows.append({
+            "workload": body["config"]["workload"]["name"], "commit": body["stamp"]["commit"],
+            "duet_scale": duet["capacity_scale"], "duet_rps": duet["offered_rps"],
+            "best_alternative": alt, "best_alternative_scale": a["capacity_scale"],
+            "best_alternative_setting": a["label"],
+            "vs_best_alternative": round(duet["capacity_scale"] / a["capacity_scale"], 3),
+            "best_alternative_oracle_scale": orc.get("capacity_scale"),
+            "vs_best_alternative_oracle": round(duet["capacity_scale"] / orc["capacity_scale"],
+                                                3) if orc.get("capacity_scale") else None})
+    return rows
+
+
+def changing_table(rows: list[dict[str, Any]]) -> str:
+    """The README's changing-traffic rows (`changing`)."""
+    lines = ["| workload (2x H100, Qwen3-8B) | duet at defaults: load scale (req/s) | best "
+             "alternative tuned once (its setting) | duet / it | its oracle per phase, duet / "
+             "it |", "| --- | ---: | --- | ---: | ---: |"]
+    for r in rows:
+        orc = r["best_alternative_oracle_scale"]
+        lines.append(
+            f"| {r['workload']} | {r['duet_scale']:.3g} ({r['duet_rps']:.3g}) | "
+            f"{r['best_alternative']} {r['best_alternative_scale']:.3g} "
+            f"({r['best_alternative_setting']}) | {r['vs_best_alternative']:.2f}x | "
+            + (f"{orc:.3g}, {r['vs_best_alternative_oracle']:.2f}x |" if orc else "- |"))
+    return "\n".join(lines)
+
+
 def readme_block(summary: dict[str, Any]) -> str:
     return f"{MARK_BEGIN}\n{short_table(summary)}\n{MARK_END}"
 
@@ -308,6 +352,8 @@ def write_block(path: str, block: str) -> None:
 
 def write_readme(summary: dict[str, Any], path: str) -> None:
     write_block(path, readme_block(summary))
+    if summary.get("changing"):
+        write_block(path, f"{CHANGE_BEGIN}\n{changing_table(summary['changing'])}\n{CHANGE_END}")
 
 
 def plot(summary: dict[str, Any], path: str) -> None:

@@ -181,3 +181,14 @@ def test_a_reference_row_is_an_alternative_named_after_sglang_0_5_17(tmp_path, m
     assert c["lower_run"]["best_alternative"] == "sglang-chunked+hrrn"
     for text in (S.table({"cases": [c]}), S.short_table({"cases": [c]})):
         assert "sglang-chunked+hrrn (SGLang after 0.5.17) 12.0" in text
+
+
+def test_readme_changing_rows_are_the_json():
+    """The README's changing-traffic rows carry the committed changing/*.json figures."""
+    got = _committed()
+    want = S.changing(str(RESULTS))
+    assert got.get("changing") == json.loads(json.dumps(want))
+    assert {r["workload"] for r in want} == {"daily-drift", "prefill-decode-switch"}
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split(S.CHANGE_BEGIN)[1].split(S.CHANGE_END)[0].strip()
+    assert block == S.changing_table(want)
