@@ -63,6 +63,10 @@ from .search import (
 )
 from .tuning import HRRN_REFERENCE, knobs_for
 
+# policies whose defaults changed since the committed sweeps: a carried-on sweep searches their
+# committed best setting again (its unset knobs now mean something else) and reruns steps 3-4
+DEFAULT_CHANGED = frozenset({"duet"})  # --duet-admission: fcfs, then deadline (issue #48)
+
 __all__ = ["AFTER_0_5_17", "COARSE_TOL", "DEFAULT_REQUESTS", "FINE_TOL", "LENGTH_TOL",
            "START_QPS", "SweepConfig", "run_sweep"]
 
@@ -111,6 +115,7 @@ def sweep_policy(cfg: SweepConfig, policy: str, resume: dict[str, Any] | None = 
                  ) -> dict[str, Any]:
     """Steps 1-5 of the module docstring for one policy; ``resume``: its committed result, to
     carry on over the knobs it never tried (the module docstring)."""
+    resume_again = resume is not None and policy in DEFAULT_CHANGED
     cl, n = cfg.cluster, cfg.requests
     t0 = time.perf_counter()
     seen: dict[tuple[Setting, int], dict[float, Point]] = {}
@@ -135,6 +140,10 @@ def sweep_policy(cfg: SweepConfig, policy: str, resume: dict[str, Any] | None = 
         # searched again: a default may have changed since (duet's admission order did)
         cap0 = search(default, n, resume["default"]["capacity_qps"] or cfg.start_qps, FINE_TOL)
         best_cap = old_best.get("short_run_qps", old_best["capacity_qps"])
+        if resume_again:  # a default the best leaves unset changed: its figure is stale
+            best_cap = search(best, n, best_cap, FINE_TOL)
+        if cap0 > best_cap:  # the defaults now beat it (the descent's start)
+            best, best_cap = default, cap0
         trials = list(resume["trials"])
         tried = {t["knob"] for t in trials}
         knobs = tuple(k for k in knobs if k.name not in tried)
@@ -166,7 +175,9 @@ def sweep_policy(cfg: SweepConfig, policy: str, resume: dict[str, Any] | None = 
         if best != first_best:
             best_cap = search(best, n, best_cap, FINE_TOL)
             passed[best] = best_cap
-    if resume is not None and best == first_best:  # the committed best stands (steps 3-4)
+    old_setting = resume and resume["best"]["setting"]
+    if (resume is not None and not resume_again and best == first_best
+            and dict(best.knobs) == old_setting):  # the committed best stands (steps 3-4)
         return {**_carried(cfg, policy, resume, trials, knobs, t0),
                 "default": summary(default, cap0)}
 
