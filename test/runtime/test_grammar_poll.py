@@ -54,10 +54,11 @@ def scheduler(grammars):
            running_batch=NS(reqs=[]), last_batch=None, duet_args=DuetArgs(),
            is_mixed_chunk=False, chunked_prefill_size=64, max_prefill_tokens=64, page_size=1,
            token_to_kv_pool_allocator=NS(available_size=lambda: 4096), max_total_num_tokens=4096,
-           tree_cache=NS(evictable_size=lambda: 0), new_token_ratio_tracker=NS(current=0.7))
+           tree_cache=NS(evictable_size=lambda: 0), new_token_ratio_tracker=NS(current=0.7),
+           duet_admission=None)  # arrival order: the admission order has tests of its own
     s._duet_knobs = (False, 64, 64)
     s._add_request_to_queue = s.waiting_queue.append
-    for name in ("_admit_ready_grammars", "_decide", "_form_prefill"):
+    for name in ("_admit_ready_grammars", "_order_waiting", "_decide", "_form_prefill"):
         setattr(s, name, getattr(DuetScheduler, name).__get__(s))
     # SGLang's get_next_batch_to_run calls the prefill step once (swapped in by _next_step).
     s.get_new_batch_prefill = None
