@@ -11,21 +11,24 @@ rule's admissions, >= 90% of the window's and of every phase's requests meet bot
 ``search.find_capacity``'s bracketing and bisection. Qwen3-8B, TP=1, 2 GPUs (two replicas),
 H100, the ``published-h100`` calibration, seed 0: simulated, like every capacity figure.
 
-Per system, as a user would run it (``tuned once``): its settings are fixed for the whole run.
-The candidates are its defaults and its best-tuned settings of the three single-trace sweeps
-(``benchmark/results/capacity/<trace>-qwen3-8b-tp1.json``, ``policies.<name>.best.setting``),
-and the search is ``sweep.py``'s step 2 over them: the defaults' capacity at ``COARSE_TOL``, each
-other candidate probed just above the best so far (x (1 + ``COARSE_TOL``)) and searched only
-where the probe passes, the winner refined at ``FINE_TOL`` (duet's defaults too). So "tuned
-once" is the best single static setting among the per-trace best settings, not a fresh knob
-search over the whole workload (which would cost the single-trace sweeps' hundreds of runs per
-system again). Then the run-length check (``length_check_of``): the profile played twice must
+Per system, as a user would run it (``tuned once``): its settings are fixed for the whole run,
+found by the single-trace sweeps' own search run over the whole workload. The starting points
+are its defaults and its best-tuned settings of the three single-trace sweeps
+(``benchmark/results/capacity/<trace>-qwen3-8b-tp1.json``, ``policies.<name>.best.setting``):
+the defaults' capacity at ``COARSE_TOL``, each other candidate probed just above the best so far
+(x (1 + ``COARSE_TOL``)) and searched only where the probe passes. From the best of them,
+``sweep.py``'s coordinate descent over every knob ``tuning.knobs_for`` names for two replicas
+(the server's own knobs, SGLang's ``--schedule-policy``, duet's admission order, the router),
+each value probed the same way; the winner is refined at ``FINE_TOL`` (duet's defaults too).
+Then the run-length check (``length_check_of``): the profile played twice must
 not move the figure by more than 5%, settled by two probes where they can; a fall of more than
 5% has the longer run's capacity searched and sets the figure (``search.run_length``), as in
 ``sweep.py``.
 
-The upper reference (``oracle``): each phase run with the per-trace best setting of the trace
-carrying most of its load, as if the system were re-tuned at every phase boundary. The
+The upper reference (``oracle``): each phase run with the better (more requests within both
+SLOs) of two settings, the per-trace best setting of the trace carrying most of its load and the
+tuned-once setting, as if the system were re-tuned at every phase boundary; or, where that
+serves less, never switching (the tuned-once capacity: `oracle_of`). The
 simulator cannot change a setting mid-run, so each phase's requests are simulated on their own
 (an empty cluster at the phase's start: no queue, no running batch and no prefix cache carried
 over from the phase before) and their outcomes judged together by the same rule. Starting
@@ -66,6 +69,7 @@ from .search import (
     source_hash,
 )
 from .sweep import COARSE_TOL, FINE_TOL
+from .tuning import knobs_for
 
 __all__ = ["SYSTEMS", "candidates", "capacity", "oracle_settings", "run_point", "sweep_system"]
 
@@ -97,9 +101,13 @@ def candidates(policy: str, best: dict[str, Setting]) -> list[Setting]:
     return out
 
 
-def oracle_settings(sp: PhasedSpec, best: dict[str, Setting]) -> tuple[Setting, ...]:
-    """Per phase: the per-trace best setting of the trace carrying most of its load."""
-    return tuple(best[p.dominant()] for p in sp.phases)
+def oracle_settings(sp: PhasedSpec, best: dict[str, Setting], also: Setting | None = None
+                    ) -> tuple[tuple[Setting, ...], ...]:
+    """Per phase, the settings the oracle may switch to: the per-trace best setting of the trace
+    carrying most of its load, and ``also`` (the tuned-once setting: a phase may be served
+    better by it than by any single trace's best)."""
+    return tuple(tuple(dict.fromkeys((best[p.dominant()],) + ((also,) if also else ())))
+                 for p in sp.phases)
 
 
 @lru_cache(maxsize=8)
@@ -123,25 +131,35 @@ def _outcomes(cl: Cluster, sp: PhasedSpec, s: Setting, scale: float, part: int |
     return got
 
 
-def run_point(cl: Cluster, sp: PhasedSpec, system: Setting | tuple[Setting, ...],
-              scale: float) -> Point:
-    """One load scale of ``system`` (a setting, or one per phase: the oracle), judged."""
+Oracle = tuple[tuple[Setting, ...], ...]  # per phase, the settings it may switch to
+
+
+def run_point(cl: Cluster, sp: PhasedSpec, system: Setting | Oracle, scale: float) -> Point:
+    """One load scale of ``system``, judged: a setting, or the oracle (per phase, its
+    settings' run of that phase alone that meets both SLOs for the most requests)."""
     scale = float(round(scale, 4))
     ph = _built(sp, scale, cl.seed)
     n = len(ph.workload)
     ttft, met = np.full(n, -1.0), np.zeros(n, bool)
+    chosen = []
     if isinstance(system, Setting):
         o = _outcomes(cl, sp, system, scale, None)
         ttft[:], met[:] = o["ttft"], o["met"]
     else:
-        for p, s in enumerate(system):
+        for p, alternatives in enumerate(system):
             sel = np.flatnonzero(ph.phase == p)
-            if sel.size:
-                o = _outcomes(cl, sp, s, scale, p)
-                ttft[sel], met[sel] = o["ttft"], o["met"]
+            if not sel.size:
+                chosen.append(None)
+                continue
+            runs = [_outcomes(cl, sp, s, scale, p) for s in alternatives]
+            k = max(range(len(runs)), key=lambda i: (int(np.sum(runs[i]["met"])), -i))
+            ttft[sel], met[sel] = runs[k]["ttft"], runs[k]["met"]
+            chosen.append(alternatives[k].label())
     arrival = ph.workload.arrival_s
     verdict = judge(arrival, ttft, met, ph.phase, len(sp.phases), cl.ttft_slo_ms / 1e3,
                     cl.target)
+    if chosen:
+        verdict["oracle_choice"] = chosen
     verdict["timeline"] = timeline(arrival, met, BIN_S, sp.duration_s)
     verdict["offered_rps"] = round(n / sp.duration_s, 3)
     return Point(scale, n, {"steady": verdict})
@@ -151,10 +169,10 @@ def _passes(p: Point, target: float = 0.9) -> bool:
     return bool(p.metrics["steady"]["passes"])
 
 
-def capacity(cl: Cluster, sp: PhasedSpec, system: Setting | tuple[Setting, ...], start: float,
+def capacity(cl: Cluster, sp: PhasedSpec, system: Setting | Oracle, start: float,
              tol: float) -> tuple[float, list[Point]]:
     """Highest passing load scale within ``tol`` (``search.find_capacity``)."""
-    first = system if isinstance(system, Setting) else system[0]
+    first = system if isinstance(system, Setting) else system[0][0]
     return find_capacity(cl, first, 0, start, tol, _passes,
                          point=lambda q: run_point(cl, sp, system, q))
 
@@ -209,9 +227,47 @@ def _length_checked(cl: Cluster, sp: PhasedSpec, s: Setting, cap: float, pts: li
     return rec
 
 
+def _try(cl: Cluster, sp: PhasedSpec, policy: str, s: Setting, best: Setting, best_cap: float,
+         trials: list, known: dict[Setting, float], log, knob: str | None = None
+         ) -> tuple[Setting, float]:
+    """``sweep.py``'s step 2 for one setting: probed just above the best so far, searched at
+    ``COARSE_TOL`` only where the probe passes; returns the (possibly new) best."""
+    row: dict[str, Any] = {"knob": knob} if knob else {}
+    probe_at = best_cap * (1 + COARSE_TOL) if best_cap > 0 else START
+    probe = run_point(cl, sp, s, probe_at)
+    if best_cap > 0 and not _passes(probe):
+        trials.append({**row, "setting": s.label(), "capacity_scale": None,
+                       "fails_at_scale": probe.qps})
+        known[s] = probe.qps
+        log(f"  {policy} {s.label()}: fails at {probe.qps}")
+        return best, best_cap
+    cap, _ = capacity(cl, sp, s, probe_at, COARSE_TOL)
+    trials.append({**row, "setting": s.label(), "capacity_scale": cap})
+    known[s] = cap
+    log(f"  {policy} {s.label()}: {cap}")
+    return (s, cap) if cap > best_cap else (best, best_cap)
+
+
+def _descend(cl: Cluster, sp: PhasedSpec, policy: str, best: Setting, best_cap: float,
+             trials: list, known: dict[Setting, float], log) -> tuple[Setting, float]:
+    """The single-trace sweeps' coordinate descent (``tuning.knobs_for``: the server's knobs,
+    the schedule policy, the router for the two replicas) over the whole workload, from the
+    best candidate: every value of each knob with the others at their best so far."""
+    for knob in knobs_for(policy, GPUS, MODEL, tp=TP):
+        for value in knob.values:
+            s = best
+            for k, v in value.items():
+                s = s.with_knob(k, v)
+            if s != best and s not in known:
+                best, best_cap = _try(cl, sp, policy, s, best, best_cap, trials, known, log,
+                                      knob.name)
+    return best, best_cap
+
+
 def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = True,
-                 oracle: bool = True, log=print) -> dict[str, Any]:
-    """Defaults, tuned once (with its run-length check) and the per-phase oracle of one system."""
+                 oracle: bool = True, log=print, descend: bool = True) -> dict[str, Any]:
+    """Defaults, tuned once (with its run-length check) and the per-phase oracle of one system.
+    Tuned once: the best of the candidates (`candidates`), then `_descend` from it."""
     t0 = time.perf_counter()
     best_by_trace = per_trace_best(policy)
     cands = candidates(policy, best_by_trace)
@@ -221,27 +277,18 @@ def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = 
     cap0, pts0 = capacity(cl, sp, default, START, COARSE_TOL)
     log(f"  {policy} defaults: {cap0}")
     best, best_cap, trials = default, cap0, [{"setting": default.label(), "capacity_scale": cap0}]
+    known_caps: dict[Setting, float] = {default: cap0}  # shorter-run capacity, or failing scale
     for s in cands[1:]:
-        probe_at = best_cap * (1 + COARSE_TOL) if best_cap > 0 else START
-        probe = run_point(cl, sp, s, probe_at)
-        if best_cap > 0 and not _passes(probe):
-            trials.append({"setting": s.label(), "capacity_scale": None,
-                           "fails_at_scale": probe.qps})
-            log(f"  {policy} {s.label()}: fails at {probe.qps}")
-            continue
-        cap, _ = capacity(cl, sp, s, probe_at, COARSE_TOL)
-        trials.append({"setting": s.label(), "capacity_scale": cap})
-        log(f"  {policy} {s.label()}: {cap}")
-        if cap > best_cap:
-            best, best_cap = s, cap
+        best, best_cap = _try(cl, sp, policy, s, best, best_cap, trials, known_caps, log)
+    if descend:
+        best, best_cap = _descend(cl, sp, policy, best, best_cap, trials, known_caps, log)
     best_cap, pts = capacity(cl, sp, best, best_cap or START, FINE_TOL)
     if best == default:
         cap0, pts0 = best_cap, pts
     elif policy == "duet":
         cap0, pts0 = capacity(cl, sp, default, cap0 or START, FINE_TOL)
     tuned = {"setting": dict(best.knobs), "label": best.label(), **_record(best_cap, pts)}
-    known = {default: cap0, **{s: t.get("capacity_scale") or t.get("fails_at_scale", 0.0)
-                               for s, t in zip(cands[1:], trials[1:], strict=True)}}
+    known = {**known_caps, default: cap0, best: best_cap}
     if length_check and best_cap > 0:
         tuned = _length_checked(cl, sp, best, best_cap, pts)
         if tuned.get("capacity_from"):  # another candidate may hold up better (sweep.py step 3)
@@ -264,17 +311,31 @@ def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = 
                                        **_record(cap0, pts0)},
                            "tuned_once": tuned}
     if oracle:
-        per_phase = oracle_settings(sp, best_by_trace)
-        cap_o, pts_o = capacity(cl, sp, per_phase, best_cap or START, FINE_TOL)
-        out["oracle"] = {"settings": [s.label() for s in per_phase], **_record(cap_o, pts_o)}
-        log(f"  {policy} oracle: {cap_o}")
+        out["oracle"] = oracle_of(cl, sp, best, best_cap, best_by_trace, log)
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 
 
-def run(name: str, systems: tuple[str, ...], out_dir: str, length_check: bool, oracle: bool
-        ) -> dict[str, Any]:
-    """Every system on workload ``name``; writes (and returns) its stamped JSON."""
+def oracle_of(cl: Cluster, sp: PhasedSpec, tuned: Setting, tuned_cap: float,
+              best_by_trace: dict[str, Setting], log=print) -> dict[str, Any]:
+    """The per-phase oracle's capacity: each phase re-tuned (`oracle_settings`) on a fresh
+    cluster (``switching_scale``), or never switching, which is the tuned-once capacity
+    (``tuned_cap``); ``capacity_scale`` is the higher, as an oracle would choose."""
+    per_phase = oracle_settings(sp, best_by_trace, tuned)
+    cap, pts = capacity(cl, sp, per_phase, tuned_cap or START, FINE_TOL)
+    log(f"  {tuned.policy} oracle: {cap} switching, {tuned_cap} tuned once")
+    rec = {"settings": [[s.label() for s in alts] for alts in per_phase], **_record(cap, pts),
+           "switching_scale": cap}
+    if tuned_cap > cap:  # a fresh cluster per phase (a cold prefix cache) costs more
+        rec.update(capacity_scale=tuned_cap, offered_rps=None, at_capacity=None,
+                   capacity_from="tuned once (no switch)")
+    return rec
+
+
+def run(name: str, systems: tuple[str, ...], out_dir: str, length_check: bool, oracle: bool,
+        oracle_only: bool = False) -> dict[str, Any]:
+    """Every system on workload ``name``; writes (and returns) its stamped JSON.
+    ``oracle_only``: keep each system's committed defaults and tuned once, redo its oracle."""
     sp = spec(name)
     cl = Cluster(trace=f"phased:{name}", model=MODEL, tp=TP, gpus=GPUS)
     path = os.path.join(out_dir, f"{name}.json")
@@ -284,8 +345,14 @@ def run(name: str, systems: tuple[str, ...], out_dir: str, length_check: bool, o
             done = json.load(f).get("systems", {})
     for policy in systems:
         print(f"{name}: {policy}", file=sys.stderr, flush=True)
-        done[policy] = sweep_system(cl, sp, policy, length_check, oracle,
-                                    log=lambda m: print(m, file=sys.stderr, flush=True))
+        log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        if oracle_only:
+            t = done[policy]["tuned_once"]
+            tuned = Setting(policy, tuple(sorted(t["setting"].items())))
+            done[policy]["oracle"] = oracle_of(cl, sp, tuned, t["capacity_scale"],
+                                               per_trace_best(policy), log)
+        else:
+            done[policy] = sweep_system(cl, sp, policy, length_check, oracle, log=log)
         payload = {"config": {"workload": sp.to_dict(), "model": MODEL, "tp": TP, "gpus": GPUS,
                               "hardware": cl.hardware, "seed": cl.seed,
                               "tbt_slo_ms": cl.tbt_slo_ms, "ttft_slo_ms": cl.ttft_slo_ms,
@@ -305,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--no-length-check", action="store_true")
     ap.add_argument("--no-oracle", action="store_true")
+    ap.add_argument("--oracle-only", action="store_true",
+                    help="redo only the oracle of each system, from its committed tuned once")
     ap.add_argument("--report-only", action="store_true", help="tables and plots from the JSON")
     args = ap.parse_args(argv)
     from .changing_report import write_report
@@ -317,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown system {bad!r}; choices: {', '.join(SYSTEMS)}")
         for policy in systems:  # every workload per system: a cut-short sweep has both
             for name in names:
-                run(name, (policy,), args.out, not args.no_length_check, not args.no_oracle)
+                run(name, (policy,), args.out, not args.no_length_check, not args.no_oracle,
+                    args.oracle_only)
     write_report(args.out)
     return 0
 

@@ -46,6 +46,14 @@ def ratios(systems: dict[str, Any]) -> dict[str, dict[str, float | None]]:
     return out
 
 
+def _oracle_cell(o: dict[str, Any] | None) -> str:
+    """The oracle's capacity; where never switching beats re-tuning per phase on a fresh
+    cluster, says so with the switching figure."""
+    if o and o.get("capacity_from"):
+        return f"{_fmt(_cap(o))} (no switch; switching {_fmt(o.get('switching_scale'))})"
+    return _fmt(_cap(o))
+
+
 def _verdict(systems: dict[str, Any]) -> list[str]:
     """Issue #50's targets against the figures: duet at its defaults >= 1.2x every alternative
     tuned once, and not below any alternative's oracle by more than 5%."""
@@ -98,7 +106,7 @@ def _workload_md(name: str, d: dict[str, Any], png: str | None) -> list[str]:
               f"{_fmt(ratio.get('duet_default_over_oracle'), 2)}x oracle" if ratio else "–")
         lines.append(f"| {p} | {_fmt(_cap(r['default']))} | {t['label']} | "
                      f"**{_fmt(_cap(t))}**{' (x2 run)' if t.get('capacity_from') else ''} | "
-                     f"{_fmt(t.get('offered_rps'), 1)} | {x2} | {_fmt(_cap(o))} | {rs} |")
+                     f"{_fmt(t.get('offered_rps'), 1)} | {x2} | {_oracle_cell(o)} | {rs} |")
     lines += _verdict(systems)
     lines += ["", "How each phase fares at each system's tuned-once capacity: share of the "
               "phase's window requests meeting both SLOs / P99 / max TTFT (s); (k): the "
@@ -179,12 +187,16 @@ def write_report(out_dir: str) -> str:
              "requests, and of every phase's, meet both SLOs (P99 TBT <= 100 ms per request, "
              "TTFT <= 10 s): `benchmark/capacity/changing.py` and `changing_rule.py`. "
              "Qwen3-8B, TP=1, 2 H100 GPUs (two replicas; Dynamo 1P1D), simulated "
-             "(`published-h100`). *Tuned once* is the best single static setting among each "
-             "system's defaults and its per-trace best settings of the single-trace sweeps "
-             "(not a fresh knob search); *oracle per phase* runs each phase on its own with the "
-             "per-trace best setting of its dominant trace (an empty cluster at each phase "
-             "start: an upper reference). `python -m benchmark.capacity.changing` regenerates "
-             "all of it; `--systems` reruns replace only the systems named, and the stamp "
+             "(`published-h100`). *Tuned once* is each system's best single static setting, "
+             "found by the single-trace sweeps' coordinate descent over its knobs "
+             "(schedule policy and router included) run on the whole workload, from the best of "
+             "its defaults and its per-trace best settings; *oracle per phase* runs each "
+             "phase on its own with whichever serves it better of the per-trace best setting "
+             "of its dominant trace and the tuned-once setting (an empty cluster at each "
+             "phase start), or never switching where that serves more: an upper reference. "
+             "`python -m benchmark.capacity.changing` regenerates all of it; `--systems` "
+             "reruns replace only the systems named (`--oracle-only`: only their oracle, "
+             "from the committed tuned once), and the stamp "
              "names the last run that wrote the file (`config.source_hash`: the simulator's "
              "sources every figure came from).", ""]
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):

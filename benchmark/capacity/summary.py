@@ -322,10 +322,10 @@ def changing_table(rows: list[dict[str, Any]]) -> str:
     for r in rows:
         orc = r["best_alternative_oracle_scale"]
         lines.append(
-            f"| {r['workload']} | {r['duet_scale']:.3g} ({r['duet_rps']:.3g}) | "
-            f"{r['best_alternative']} {r['best_alternative_scale']:.3g} "
+            f"| {r['workload']} | {r['duet_scale']:#.3g} ({r['duet_rps']:#.3g}) | "
+            f"{r['best_alternative']} {r['best_alternative_scale']:#.3g} "
             f"({r['best_alternative_setting']}) | {r['vs_best_alternative']:.2f}x | "
-            + (f"{orc:.3g}, {r['vs_best_alternative_oracle']:.2f}x |" if orc else "- |"))
+            + (f"{orc:#.3g}, {r['vs_best_alternative_oracle']:.2f}x |" if orc else "- |"))
     return "\n".join(lines)
 
 

@@ -139,6 +139,42 @@ def test_order_equals_reference(order, per_token_s, ties):
     assert checked == 1000 and reused > 0  # the memo was exercised, not just recomputed
 
 
+@pytest.mark.parametrize("order", ADMISSION_ORDERS)
+@pytest.mark.parametrize("per_token_s", [0.0, 2e-4])
+@pytest.mark.parametrize("ties", [False, True])
+def test_a_queue_put_in_the_returned_order_is_in_order(order, per_token_s, ties):
+    """Every driver reorders its queue in place by the answer; the next call, on that queue,
+    admits the same requests in the same order as the rule (the memo's second case), ties
+    included: equal candidates may trade places, nothing else."""
+    rng = random.Random(hash((order, per_token_s, ties, "applied")) & 0xFFFF)
+    adm = Admission(AdmissionConfig(order, 10.0, per_token_s, 2.0), seconds)
+    ref = Admission(AdmissionConfig(order, 10.0, per_token_s, 2.0), seconds)
+    computed, compute = [0], adm._compute
+
+    def counted(*a):
+        computed[0] += 1
+        return compute(*a)
+
+    adm._compute = counted
+    applied = 0  # calls on a queue just reordered, answered without computing
+    for _ in range(30):
+        now = rng.uniform(1e3, 1e6)
+        waiting = queue(rng, rng.choice([2, 5, 40, 256]), now, ties)
+        svc = [rng.uniform(0.001, 3.0) for _ in waiting] if rng.random() < 0.3 else None
+        moved = False
+        for step in range(10):
+            t = now + step * rng.choice([0.0, 0.01, 0.5, 3.0])
+            before = computed[0]
+            got = adm.order(waiting, t, svc)
+            want = ref.reference_order(waiting, t, svc)
+            assert [waiting[i] for i in got] == [waiting[i] for i in want], (order, t)
+            applied += moved and computed[0] == before
+            moved = got != list(range(len(waiting)))
+            waiting = [waiting[i] for i in got]
+            svc = None if svc is None else [svc[i] for i in got]
+    assert applied >= 10  # the applied answer was recognised, not recomputed
+
+
 def test_reference_order_is_the_documented_rule():
     """A hand-checked case: one request past the aging bound goes first; Moore-Hodgson sets the
     long request aside so that both short ones make their deadlines; fcfs keeps arrival order;

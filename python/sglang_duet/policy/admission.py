@@ -122,7 +122,8 @@ class Admission:
     `reference_order` states the rule readably; `order` returns the same list faster, as every
     driver calls it once per iteration over the whole queue (a runtime with 256 waiting
     requests): each candidate's seconds are kept by the candidate, and the last answer
-    is reused while the queue is equal and ``now`` has not reached the first moment that would
+    is reused while the queue is equal (or is that answer applied to it, as every driver does)
+    and ``now`` has not reached the first moment that would
     change it (a request crossing the aging bound, or a Moore-Hodgson comparison flipping:
     `_Memo`). Candidates may be plain ``(arrival_s, prompt_len, cached)`` tuples."""
 
@@ -152,11 +153,17 @@ class Admission:
             return list(range(n))
         svc = None if service_s is None else list(service_s)
         memo = self._memo
-        if (memo is not None and memo.since <= now < memo.until and memo.waiting == waiting
-                and memo.service == svc):
-            return list(memo.result)
+        if memo is not None and memo.since <= now < memo.until:
+            if memo.waiting == waiting and memo.service == svc:
+                return list(memo.result)
+            # the caller has put its queue in the order last returned (every driver does):
+            # the same requests in that order are already in order
+            if memo.ordered == waiting and memo.ordered_service == svc:
+                return list(range(n))
         result, until = self._compute(waiting, now, svc)
-        self._memo = _Memo(list(waiting), svc, now, until, result)
+        self._memo = _Memo(list(waiting), svc, now, until, result,
+                           [waiting[i] for i in result],
+                           None if svc is None else [svc[i] for i in result])
         return list(result)
 
     def _costs_of(self, waiting: Sequence[Candidate]) -> tuple[Sequence[float], ...]:
@@ -212,10 +219,9 @@ class Admission:
         if svc is not None:
             serv = svc
         order = sorted(idx, key=due.__getitem__)  # stable: equal keys keep ascending indices
-        # ties: by arrival, then by index (the reference's stable sort); where every arrival
-        # is the same (the router's stand-in queue), the sort by deadline already is that
-        if len({due[i] for i in idx}) < len(idx) and len({arr[i] for i in idx}) > 1:
-            order.sort(key=lambda i: (due[i], arr[i]))
+        # ties: by arrival, then the shorter first, then by index (the reference's stable sort)
+        if len({due[i] for i in idx}) < len(idx):
+            order.sort(key=lambda i: (due[i], arr[i], serv[i]))
         t, kept, late = now, [], []
         heap = False
         slack = float("inf")
@@ -228,16 +234,16 @@ class Admission:
                 if not heap:
                     heapq.heapify(kept)
                     heap = True
-                neg, j = pushpop(kept, (-s, i))
+                neg, _, j = pushpop(kept, (-s, -d, i))
                 t += neg
                 late.append(j)
             else:  # on time until now + (t - now) passes d
                 if d - t < slack:
                     slack = d - t
                 if heap:
-                    push(kept, (-s, i))
+                    push(kept, (-s, -d, i))
                 else:
-                    kept.append((-s, i))
+                    kept.append((-s, -d, i))
         if not late:
             return order, now + slack
         gone = set(late)
@@ -267,16 +273,19 @@ class Admission:
 
     def _on_time_first(self, waiting: Sequence[Candidate], svc: list[float], idx: list[int],
                        now: float) -> list[int]:
-        """Moore and Hodgson's rule over ``idx`` (the module docstring)."""
+        """Moore and Hodgson's rule over ``idx`` (the module docstring). Ties are broken by the
+        requests, not by their places in the queue (equal deadlines: the earlier arrival, then
+        the shorter, first; of equally long requests the one due last is set aside), so that
+        the queue put in this order is already in order."""
         due = {i: self.deadline(waiting[i]) for i in idx}
-        idx.sort(key=lambda i: (due[i], waiting[i].arrival_s))
+        idx.sort(key=lambda i: (due[i], waiting[i].arrival_s, svc[i]))
         t, taken, late = now, [], set()
         for i in idx:
             s = svc[i]
             t += s
-            heapq.heappush(taken, (-s, i))
+            heapq.heappush(taken, (-s, -due[i], i))
             if t > due[i]:
-                s_long, j = heapq.heappop(taken)
+                s_long, _, j = heapq.heappop(taken)
                 t += s_long
                 late.add(j)
         if not late:
@@ -296,10 +305,13 @@ def late_sorted(order: list[int], gone: set[int]) -> list[int]:
 
 class _Memo(NamedTuple):
     """The last answer of `Admission.order`: for ``waiting`` (and the given ``service``
-    seconds) it holds while since <= now < until (seconds)."""
+    seconds) it holds while since <= now < until (seconds); ``ordered``: ``waiting`` put in
+    that order (``ordered_service`` likewise), for which the answer is the identity."""
 
     waiting: list[Candidate]
     service: list[float] | None
     since: float
     until: float
     result: list[int]
+    ordered: list[Candidate]
+    ordered_service: list[float] | None

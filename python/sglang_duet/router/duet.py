@@ -59,6 +59,7 @@ _TIE = 1e-9  # predictions closer than this (seconds) are equal
 # states repeat, and the model is evaluated only for shapes not seen before.
 _CTX_SHIFT = 8
 _SHAPES_MAX = 4096
+_LATER_S = 1e-6  # the stand-in newcomer's arrival after the queued requests (seconds)
 
 
 class _Costs:
@@ -132,7 +133,7 @@ class DuetRouter(Router):
             if len(self._ahead) >= _SHAPES_MAX:
                 self._ahead.clear()
             cands = [(0.0, mean, 0)] * w
-            cands.append((0.0, prompt_tokens, 0))
+            cands.append((_LATER_S, prompt_tokens, 0))  # the newcomer arrives after them
             before = self._ahead[key] = self._admission.order(cands, 0.0).index(w)
         return queued if before == w else queued * before // w
 
