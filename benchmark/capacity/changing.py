@@ -311,7 +311,7 @@ def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = 
                                        **_record(cap0, pts0)},
                            "tuned_once": tuned}
     if oracle:
-        out["oracle"] = oracle_of(cl, sp, best, best_cap, best_by_trace, log)
+        out["oracle"] = oracle_of(cl, sp, best, tuned["capacity_scale"], best_by_trace, log)
     out["wall_s"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -347,6 +347,9 @@ def run(name: str, systems: tuple[str, ...], out_dir: str, length_check: bool, o
         print(f"{name}: {policy}", file=sys.stderr, flush=True)
         log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
         if oracle_only:
+            if policy not in done:
+                raise SystemExit(f"--oracle-only: {path} holds no tuned once for {policy}; "
+                                 "run it without --oracle-only first")
             t = done[policy]["tuned_once"]
             tuned = Setting(policy, tuple(sorted(t["setting"].items())))
             done[policy]["oracle"] = oracle_of(cl, sp, tuned, t["capacity_scale"],

@@ -160,7 +160,9 @@ def test_a_queue_put_in_the_returned_order_is_in_order(order, per_token_s, ties)
     for _ in range(30):
         now = rng.uniform(1e3, 1e6)
         waiting = queue(rng, rng.choice([2, 5, 40, 256]), now, ties)
-        svc = [rng.uniform(0.001, 3.0) for _ in waiting] if rng.random() < 0.3 else None
+        draw = rng.random()  # the caller's seconds: none, distinct, or with many ties
+        svc = (None if draw < 0.4 else [rng.uniform(0.001, 3.0) for _ in waiting] if draw < 0.7
+               else [rng.choice([0.5, 1.0, 2.0]) for _ in waiting])
         moved = False
         for step in range(10):
             t = now + step * rng.choice([0.0, 0.01, 0.5, 3.0])

@@ -226,7 +226,7 @@ class Admission:
         heap = False
         slack = float("inf")
         pushpop, push = heapq.heappushpop, heapq.heappush
-        for i in order:
+        for rank, i in enumerate(order):
             s = serv[i]
             t += s
             d = due[i]
@@ -234,16 +234,16 @@ class Admission:
                 if not heap:
                     heapq.heapify(kept)
                     heap = True
-                neg, _, j = pushpop(kept, (-s, -d, i))
+                neg, _, _, j = pushpop(kept, (-s, -d, -rank, i))
                 t += neg
                 late.append(j)
             else:  # on time until now + (t - now) passes d
                 if d - t < slack:
                     slack = d - t
                 if heap:
-                    push(kept, (-s, -d, i))
+                    push(kept, (-s, -d, -rank, i))
                 else:
-                    kept.append((-s, -d, i))
+                    kept.append((-s, -d, -rank, i))
         if not late:
             return order, now + slack
         gone = set(late)
@@ -275,17 +275,17 @@ class Admission:
                        now: float) -> list[int]:
         """Moore and Hodgson's rule over ``idx`` (the module docstring). Ties are broken by the
         requests, not by their places in the queue (equal deadlines: the earlier arrival, then
-        the shorter, first; of equally long requests the one due last is set aside), so that
-        the queue put in this order is already in order."""
+        the shorter, first; of equally long requests the one due last, then the one taken last,
+        is set aside), so that the queue put in this order is already in order."""
         due = {i: self.deadline(waiting[i]) for i in idx}
         idx.sort(key=lambda i: (due[i], waiting[i].arrival_s, svc[i]))
         t, taken, late = now, [], set()
-        for i in idx:
+        for rank, i in enumerate(idx):
             s = svc[i]
             t += s
-            heapq.heappush(taken, (-s, -due[i], i))
+            heapq.heappush(taken, (-s, -due[i], -rank, i))
             if t > due[i]:
-                s_long, _, j = heapq.heappop(taken)
+                s_long, _, _, j = heapq.heappop(taken)
                 t += s_long
                 late.add(j)
         if not late:

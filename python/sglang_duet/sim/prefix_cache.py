@@ -26,7 +26,18 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 
-__all__ = ["BLOCK_TOKENS", "PrefixCache"]
+__all__ = ["BLOCK_TOKENS", "PrefixCache", "leading_blocks"]
+
+
+def leading_blocks(hashes: Sequence[int], members) -> int:
+    """How many leading blocks of ``hashes`` are in ``members`` (a cache, or the blocks an
+    admission order has seen in one pass)."""
+    n = 0
+    for h in hashes:
+        if h not in members:
+            break
+        n += 1
+    return n
 
 BLOCK_TOKENS = 512  # Mooncake's hash_ids granularity
 
@@ -86,16 +97,15 @@ class PrefixCache:
     def peek(self, hashes: Sequence[int], prompt_len: int) -> int:
         """What `lookup` would return now, without touching or counting anything (an
         admission order reads it for every waiting request)."""
-        return max(min(self.cached_blocks(hashes) * self.block_tokens, prompt_len - 1), 0)
+        return self.matched_tokens(self.cached_blocks(hashes), prompt_len)
+
+    def matched_tokens(self, blocks: int, prompt_len: int) -> int:
+        """The hit of ``blocks`` cached leading blocks: at most ``prompt - 1`` tokens."""
+        return max(min(blocks * self.block_tokens, prompt_len - 1), 0)
 
     def cached_blocks(self, hashes: Sequence[int]) -> int:
         """How many leading blocks of ``hashes`` are cached now (no touch, no count)."""
-        lru, n = self._lru, 0
-        for h in hashes:
-            if h not in lru:
-                break
-            n += 1
-        return n
+        return leading_blocks(hashes, self._lru)
 
     @property
     def membership(self) -> tuple[int, int]:

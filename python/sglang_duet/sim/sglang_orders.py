@@ -62,6 +62,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .config import SimConfig
+from .prefix_cache import leading_blocks
 from .request import Request
 
 if TYPE_CHECKING:
@@ -111,15 +112,9 @@ def _held_back(r: Request, n: int, bt: int, seen: set[int]) -> bool:
     request with little cached joins the seen ones."""
     if min(n * bt, r.prompt_len) > IN_BATCH_CHECK_TOKENS:
         return False
-    h = r.hashes
-    k = 0
-    for x in h:
-        if x not in seen:
-            break
-        k += 1
-    if min(k * bt, r.prompt_len) >= IN_BATCH_DEPRIORITIZE_TOKENS:
+    if min(leading_blocks(r.hashes, seen) * bt, r.prompt_len) >= IN_BATCH_DEPRIORITIZE_TOKENS:
         return True
-    seen.update(h)
+    seen.update(r.hashes)
     return False
 
 
@@ -145,7 +140,7 @@ def _lpm(cfg: SimConfig) -> QueueOrder | None:
             if _held_back(r, n, bt, seen):
                 keys.append(_INF)
             else:
-                keys.append(-max(min(n * bt, r.base - 1), 0))
+                keys.append(-cache.matched_tokens(n, r.base))
         out = [reqs[i] for i in sorted(range(len(reqs)), key=keys.__getitem__)]
         last[0] = out
         return out
