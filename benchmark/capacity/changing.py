@@ -255,9 +255,7 @@ def _descend(cl: Cluster, sp: PhasedSpec, policy: str, best: Setting, best_cap: 
     best candidate: every value of each knob with the others at their best so far."""
     for knob in knobs_for(policy, GPUS, MODEL, tp=TP):
         for value in knob.values:
-            s = best
-            for k, v in value.items():
-                s = s.with_knob(k, v)
+            s = best.with_knobs(value)
             if s != best and s not in known:
                 best, best_cap = _try(cl, sp, policy, s, best, best_cap, trials, known, log,
                                       knob.name)
@@ -265,7 +263,7 @@ def _descend(cl: Cluster, sp: PhasedSpec, policy: str, best: Setting, best_cap: 
 
 
 def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = True,
-                 oracle: bool = True, log=print, descend: bool = True) -> dict[str, Any]:
+                 oracle: bool = True, log=print) -> dict[str, Any]:
     """Defaults, tuned once (with its run-length check) and the per-phase oracle of one system.
     Tuned once: the best of the candidates (`candidates`), then `_descend` from it."""
     t0 = time.perf_counter()
@@ -280,8 +278,7 @@ def sweep_system(cl: Cluster, sp: PhasedSpec, policy: str, length_check: bool = 
     known_caps: dict[Setting, float] = {default: cap0}  # shorter-run capacity, or failing scale
     for s in cands[1:]:
         best, best_cap = _try(cl, sp, policy, s, best, best_cap, trials, known_caps, log)
-    if descend:
-        best, best_cap = _descend(cl, sp, policy, best, best_cap, trials, known_caps, log)
+    best, best_cap = _descend(cl, sp, policy, best, best_cap, trials, known_caps, log)
     best_cap, pts = capacity(cl, sp, best, best_cap or START, FINE_TOL)
     if best == default:
         cap0, pts0 = best_cap, pts
@@ -343,9 +340,11 @@ def run(name: str, systems: tuple[str, ...], out_dir: str, length_check: bool, o
     if os.path.exists(path):  # systems already swept and not asked for again are kept
         with open(path) as f:
             done = json.load(f).get("systems", {})
+    def log(m: str) -> None:
+        print(m, file=sys.stderr, flush=True)
+
     for policy in systems:
-        print(f"{name}: {policy}", file=sys.stderr, flush=True)
-        log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
+        log(f"{name}: {policy}")
         if oracle_only:
             if policy not in done:
                 raise SystemExit(f"--oracle-only: {path} holds no tuned once for {policy}; "

@@ -72,6 +72,13 @@ class Setting:
         rest = tuple((k, v) for k, v in self.knobs if k != name)
         return Setting(self.policy, tuple(sorted(rest + ((name, value),))))
 
+    def with_knobs(self, values: dict[str, Any]) -> Setting:
+        """This setting with each of ``values`` set (one value of a `tuning.Knob`)."""
+        s = self
+        for name, value in values.items():
+            s = s.with_knob(name, value)
+        return s
+
     def label(self) -> str:
         return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
                          for k, v in self.knobs) or "defaults"

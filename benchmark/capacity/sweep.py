@@ -153,9 +153,7 @@ def sweep_policy(cfg: SweepConfig, policy: str, resume: dict[str, Any] | None = 
     if cfg.tune:
         for knob in knobs:
             for value in knob.values:
-                s = best
-                for k, v in value.items():
-                    s = s.with_knob(k, v)
+                s = best.with_knobs(value)
                 if s == best:
                     trials.append({"knob": knob.name, "value": value, "capacity_qps": best_cap})
                     continue

@@ -156,14 +156,10 @@ class Admission:
         if memo is not None and memo.since <= now < memo.until:
             if memo.waiting == waiting and memo.service == svc:
                 return list(memo.result)
-            # the caller has put its queue in the order last returned (every driver does):
-            # the same requests in that order are already in order
-            if memo.ordered == waiting and memo.ordered_service == svc:
+            if memo.applied_to(waiting, svc):  # already in order
                 return list(range(n))
         result, until = self._compute(waiting, now, svc)
-        self._memo = _Memo(list(waiting), svc, now, until, result,
-                           [waiting[i] for i in result],
-                           None if svc is None else [svc[i] for i in result])
+        self._memo = _Memo(list(waiting), svc, now, until, result)
         return list(result)
 
     def _costs_of(self, waiting: Sequence[Candidate]) -> tuple[Sequence[float], ...]:
@@ -305,13 +301,19 @@ def late_sorted(order: list[int], gone: set[int]) -> list[int]:
 
 class _Memo(NamedTuple):
     """The last answer of `Admission.order`: for ``waiting`` (and the given ``service``
-    seconds) it holds while since <= now < until (seconds); ``ordered``: ``waiting`` put in
-    that order (``ordered_service`` likewise), for which the answer is the identity."""
+    seconds) it holds while since <= now < until (seconds)."""
 
     waiting: list[Candidate]
     service: list[float] | None
     since: float
     until: float
     result: list[int]
-    ordered: list[Candidate]
-    ordered_service: list[float] | None
+
+    def applied_to(self, queue: Sequence[Candidate], service: list[float] | None) -> bool:
+        """Whether ``queue`` (and ``service``) is ``waiting`` put in the order ``result``, as
+        every driver puts its queue after asking: the answer for it is then the identity."""
+        if len(queue) != len(self.waiting) or (service is None) != (self.service is None):
+            return False
+        w, s = self.waiting, self.service
+        return all(queue[j] == w[i] and (s is None or service[j] == s[i])  # type: ignore[index]
+                   for j, i in enumerate(self.result))
