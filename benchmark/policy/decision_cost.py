@@ -9,7 +9,8 @@ The headline is the issue's workload at tau = 0.4 s, where the mixed batch misse
 optimizer must search the SM menu for a spatial split (the most expensive path); every case's
 median is listed under ``medians_us`` and checked against the 100 us target.
 
-    python -m benchmark.policy.decision_cost [--iters 3000] [--repeat 5] [--out PATH]
+    python -m benchmark.policy.decision_cost [--iters 3000] [--repeat 5] [--sim-requests N]
+        [--out PATH]
 
 p99 on a shared CPU includes OS preemption (about one 4 ms scheduler slice per preemption).
 ``--repeat R`` times every case R times, the cases interleaved, and reports the repetition with
@@ -28,16 +29,22 @@ tau = 0.4 s, each iteration as `DuetScheduler` runs it: the queue's candidates
 (`bridge.admission_candidates`), `Admission.order` (deadline) and the in-place reorder, the
 policy's inputs (`bridge.policy_inputs`: the 256 running and the waiting prompts up to the
 token budget, as the scheduler asks), then ``plan()``; the clock advances 20 ms
-per iteration. Two queues: ``steady`` (the same 256 wait, as behind a long chunked prompt or a
-full KV pool: the order's memo answers until a request crosses its deadline or the aging
-bound), and ``churn`` (every iteration the first is admitted and a new request arrives: the
-order is recomputed every time). ``plan_and_order_median_us`` is the part the target is about;
-the translation is listed beside it.
+per iteration. Three queues: ``steady`` (the same 256 wait, as behind a full KV pool: the
+order's memo answers until a request crosses its deadline or the aging bound), ``churn``
+(every iteration the first is admitted and a new request arrives: the order is recomputed
+every time), and ``chunked`` (the same 256 wait behind a prompt being chunked with more than
+the token budget left: the scheduler computes no order, `bridge.queue_reached`).
+``plan_and_order_median_us`` is the part the target is about; the translation is listed
+beside it.
+
+``simulated``: how long the queues a replica orders are in serving, and how often it orders
+(`simulated_orders`: duet on mooncake with Qwen3-8B at its committed capacity, simulated).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import statistics
 import time
@@ -50,7 +57,7 @@ from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
 from sglang_duet.partition.plan import plan_menu
 from sglang_duet.policy import DuetPolicy, ReqState
 from sglang_duet.policy.admission import Admission, AdmissionConfig, model_prefill_seconds
-from sglang_duet.runtime.bridge import admission_candidates, policy_inputs
+from sglang_duet.runtime.bridge import admission_candidates, policy_inputs, queue_reached
 
 DEFAULT_OUT = ROOT / "benchmark" / "results" / "policy" / "decision_cost.json"
 TARGET_US = 100.0  # issue 4: median plan() cost on the issue's workload, every decision path
@@ -177,7 +184,10 @@ class _SglWaiting(_SglReq):
 ADMISSION_TAU_S, ADMISSION_STEP_S = 0.4, 0.02
 
 
-def time_admission(decodes: list[ReqState], iters: int, churn: bool, seed: int = 1
+QUEUES = ("steady", "churn", "chunked")
+
+
+def time_admission(decodes: list[ReqState], iters: int, kind: str, seed: int = 1
                    ) -> dict[str, object]:
     """One `DuetScheduler` iteration's admission order, inputs and plan (module docstring),
     microseconds per part."""
@@ -191,18 +201,23 @@ def time_admission(decodes: list[ReqState], iters: int, churn: bool, seed: int =
 
     queue = [arrival(i, now - rng.uniform(0.0, 20.0)) for i in range(256)]
     running = [_SglReq(r) for r in decodes]
+    chunked = None  # 30K tokens of a 32K prompt still to prefill: more than the budget
+    if kind == "chunked":
+        chunked = _SglWaiting(ReqState("c", 32768, 2048, 0), now - 5.0)
     parts: dict[str, list[float]] = {k: [] for k in ("order", "plan", "candidates", "inputs")}
     plan_and_order, total = [], []
     clock = time.perf_counter_ns
     for it in range(iters + 50):  # the first 50: warm-up
         t0 = clock()
-        cands = admission_candidates(queue)
+        reached = queue_reached(chunked, pol.token_budget)  # as DuetScheduler._order_waiting
+        cands = admission_candidates(queue) if reached else None
         t1 = clock()
-        perm = adm.order(cands, now)
-        if any(i != k for k, i in enumerate(perm)):
-            queue[:] = [queue[i] for i in perm]
+        if cands is not None:
+            perm = adm.order(cands, now)
+            if any(i != k for k, i in enumerate(perm)):
+                queue[:] = [queue[i] for i in perm]
         t2 = clock()
-        dec, wait = policy_inputs(running, queue, None, pol.token_budget)
+        dec, wait = policy_inputs(running, queue, chunked, pol.token_budget)
         t3 = clock()
         pol.plan(dec, wait)
         t4 = clock()
@@ -215,16 +230,74 @@ def time_admission(decodes: list[ReqState], iters: int, churn: bool, seed: int =
         for r in running:
             r.output_ids.append(0)
         now += ADMISSION_STEP_S
-        if churn:
+        if kind == "churn":
             queue.pop(0)
             queue.append(arrival(256 + it, now))
     return {"iters": iters, "running": len(running), "waiting": len(queue),
-            "queue": "churn" if churn else "steady", "order": "deadline",
+            "queue": kind, "order": "deadline",
             "tbt_slo_s": ADMISSION_TAU_S, "ttft_slo_s": 10.0, "step_s": ADMISSION_STEP_S,
             "plan_and_order_median_us": round(statistics.median(plan_and_order), 1),
             "per_iteration_median_us": round(statistics.median(total), 1),
             "per_iteration_p99_us": round(sorted(total)[int(0.99 * (len(total) - 1))], 1),
             "parts_median_us": {k: round(statistics.median(v), 1) for k, v in parts.items()}}
+
+
+SIM_CASE = "mooncake-qwen3-8b-tp1"
+
+
+def simulated_orders(requests: int) -> dict[str, object]:
+    """How often a replica computes the order in serving: duet on ``SIM_CASE`` at its
+    committed capacity and setting, simulated for ``requests`` requests. Of the iterations
+    that begin with more than one request waiting (each asks `Replica.may_admit`), the share in
+    which the replica could admit, so ordered, and the queue lengths it then ordered; ``plans``:
+    the planner's calls (a decode stretch of many steps is one); what each `Admission.order`
+    call of the run cost (the router's too)."""
+    from benchmark.capacity.search import Cluster, Setting, _trace
+    from sglang_duet.sim import Simulation, build_arrivals
+    from sglang_duet.sim.replica import Replica
+
+    with open(ROOT / "benchmark" / "results" / "capacity" / f"{SIM_CASE}.json") as f:
+        sweep = json.load(f)
+    best = sweep["policies"]["duet"]["best"]
+    cl = Cluster(**sweep["config"]["cluster"])
+    setting = Setting("duet", tuple(sorted(best["setting"].items())))
+    cfg = cl.sim_config(setting, best["capacity_qps"], requests)
+    asked, lengths, costs = [0], [], []
+    real, real_order = Replica.may_admit, Admission.order
+
+    def counted(rep: Replica) -> bool:
+        asked[0] += 1
+        ok = real(rep)
+        if ok:
+            lengths.append(len(rep.queue))
+        return ok
+
+    def timed(adm: Admission, *args: object) -> list[int]:
+        t0 = time.perf_counter_ns()
+        got = real_order(adm, *args)  # type: ignore[arg-type]
+        costs.append((time.perf_counter_ns() - t0) / 1e3)
+        return got
+
+    Replica.may_admit, Admission.order = counted, timed  # type: ignore[method-assign]
+    try:
+        res = Simulation(cfg, build_arrivals(_trace(cl.trace), cfg.qps, requests, cl.seed),
+                         "duet").run()
+    finally:
+        Replica.may_admit, Admission.order = real, real_order  # type: ignore[method-assign]
+    lengths.sort()
+    costs.sort()
+    return {"case": SIM_CASE, "qps": cfg.qps, "requests": requests,
+            "plans": sum(rep.plans for rep in res.replicas),
+            "iterations_with_a_queue": asked[0], "ordered": len(lengths),
+            "ordered_share": round(len(lengths) / max(1, asked[0]), 3),
+            "queue_when_ordered": {
+                "median": statistics.median(lengths) if lengths else 0,
+                "p90": lengths[int(0.9 * (len(lengths) - 1))] if lengths else 0,
+                "max": lengths[-1] if lengths else 0},
+            # every Admission.order call of the run (the router's included), microseconds
+            "order_calls": len(costs),
+            "order_median_us": round(statistics.median(costs), 1) if costs else None,
+            "order_p99_us": round(costs[int(0.99 * (len(costs) - 1))], 1) if costs else None}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -234,6 +307,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="time each case this many times; report its least disturbed run")
     ap.add_argument("--menu", choices=MENUS, default="runtime",
                     help="runtime: the green-context menu the runtime builds; tpc: every 2 SMs")
+    ap.add_argument("--sim-requests", type=int, default=6000,
+                    help="requests of the simulated run that counts orders (0: no run)")
     ap.add_argument("--out", default=DEFAULT_OUT)
     args = ap.parse_args(argv)
     if args.repeat < 1 or args.iters < 1:
@@ -255,7 +330,7 @@ def main(argv: list[str] | None = None) -> None:
 
     runs: list[list[dict[str, object]]] = [[] for _ in cases]
     input_runs = []
-    admission_runs: dict[str, list[dict[str, object]]] = {"steady": [], "churn": []}
+    admission_runs: dict[str, list[dict[str, object]]] = {k: [] for k in QUEUES}
     for _ in range(args.repeat):  # interleaved: a burst of load hits one repetition of each
         for i, (name, tau, decodes, waiting) in enumerate(cases):
             pol = policy(tau, args.menu)
@@ -263,7 +338,7 @@ def main(argv: list[str] | None = None) -> None:
                             **time_plans(pol, decodes, waiting, args.iters)})
         input_runs.append(time_inputs(dec, wait, min(args.iters, 1000)))
         for queue_kind, rows in admission_runs.items():
-            rows.append(time_admission(dec, min(args.iters, 1000), queue_kind == "churn"))
+            rows.append(time_admission(dec, min(args.iters, 1000), queue_kind))
     inputs = min(input_runs, key=lambda r: r["median_us"])
     inputs["repeat_medians_us"] = [r["median_us"] for r in input_runs]
     print(f"{'inputs: bridge.policy_inputs, 256 running + 8 waiting':58s} median "
@@ -309,6 +384,7 @@ def main(argv: list[str] | None = None) -> None:
         "admission": admission,
         "admission_plan_and_order_within_target": {
             k: v["plan_and_order_median_us"] <= TARGET_US for k, v in admission.items()},
+        "simulated": simulated_orders(args.sim_requests) if args.sim_requests > 0 else None,
         "cases": results,
     }
     print(f"wrote {write_result(args.out, out, argv=argv)}")

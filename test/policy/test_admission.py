@@ -208,3 +208,25 @@ def test_memo_is_dropped_when_a_request_crosses_the_aging_bound():
     assert adm.order(waiting, 9.0) == [1, 0]  # the short one first
     assert adm.order(waiting, 9.5) == [1, 0]  # memo
     assert adm.order(waiting, 10.0) == [0, 1]  # the long one has waited 10 s = aging x SLO
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_memo_holds_exactly_until_the_order_would_change(seed):
+    """A queue swept by a fine clock, as it drifts into lateness (requests turning late, then
+    hopeless): the memoised order equals the rule at every tick, and the memo answered most."""
+    rng = random.Random(seed)
+    now = 1000.0
+    waiting = queue(rng, 40, now, False)
+    adm = Admission(AdmissionConfig("deadline", 10.0, 0.0, 5.0), seconds)
+    ref = Admission(AdmissionConfig("deadline", 10.0, 0.0, 5.0), seconds)
+    computed, compute = [0], adm._compute
+
+    def counted(*a):
+        computed[0] += 1
+        return compute(*a)
+
+    adm._compute = counted
+    for tick in range(2000):
+        t = now + 0.005 * tick
+        assert adm.order(waiting, t) == ref.reference_order(waiting, t), t
+    assert 5 < computed[0] < 1000

@@ -47,3 +47,31 @@ def test_the_config_names_every_order_the_simulator_follows():
     from sglang_duet.sim.schedule import SGLANG_ORDERS
 
     assert tuple(SGLANG_ORDERS) == SCHEDULE_POLICIES
+
+
+def test_an_order_no_admission_reads_is_skipped_and_changes_nothing(monkeypatch):
+    """A replica whose prompt tokens in flight fill its token budget admits no one, so duet's
+    order is not computed then (`Replica.may_admit`); the next order does not depend on the
+    queue's, so every request's first token and finish are the same as ordering every time."""
+    from sglang_duet.sim.replica import Replica
+
+    rng = np.random.default_rng(3)
+    n = 60
+    lens = np.where(rng.random(n) < 0.3, rng.integers(8000, 30000, n), rng.integers(100, 2000, n))
+    w = make_workload(np.cumsum(rng.exponential(0.05, n)), lens.tolist(), [16] * n)
+    cfg = SimConfig(policy="duet", gpus=1, duet_admission="deadline", ttft_slo_ms=2000.0,
+                    token_budget=2048, frontend=False)
+    skipped, real = [], Replica.may_admit
+
+    def counted(self):
+        ok = real(self)
+        skipped.append(not ok)
+        return ok
+
+    monkeypatch.setattr(Replica, "may_admit", counted)
+    skipping = simulate(cfg, w)
+    monkeypatch.setattr(Replica, "may_admit", lambda self: True)
+    every = simulate(cfg, w)
+    assert sum(skipped) > 10 and not all(skipped)  # both cases happened
+    times = [[(r.first_token_s, r.finish_s) for r in res.requests] for res in (skipping, every)]
+    assert times[0] == times[1]

@@ -2,7 +2,9 @@
 
 Every driver asks the same `Admission.order` before it forms a prefill: `DuetScheduler` (over
 SGLang's waiting queue, after SGLang's own ``calc_priority``), the simulator's replica, and
-the router's queue-time prediction. The capacity rule counts a request as served when its
+the router's queue-time prediction. A replica asks only when it may admit (not while the prompt
+being chunked takes the whole token budget): the answer depends on the queue's requests and
+``now``, never on the queue's order, so an order skipped changes no later one. The capacity rule counts a request as served when its
 first token comes within the TTFT SLO, so on heavy-tailed prompts (mooncake) a burst of long
 prompts queued first come, first served makes every short prompt behind it miss; the order is
 what moves that.
@@ -224,8 +226,11 @@ class Admission:
         pushpop, push = heapq.heappushpop, heapq.heappush
         for rank, i in enumerate(order):
             s = serv[i]
-            t += s
             d = due[i]
+            if now + s > d:  # hopeless: no heap, no sum. One turns hopeless only once it
+                late.append(i)  # would be set aside anyway or a comparison below flipped
+                continue
+            t += s
             if t > d:
                 if not heap:
                     heapq.heapify(kept)
@@ -272,12 +277,17 @@ class Admission:
         """Moore and Hodgson's rule over ``idx`` (the module docstring). Ties are broken by the
         requests, not by their places in the queue (equal deadlines: the earlier arrival, then
         the shorter, first; of equally long requests the one due last, then the one taken last,
-        is set aside), so that the queue put in this order is already in order."""
+        is set aside), so that the queue put in this order is already in order. A request that
+        would be late even if taken first (hopeless) is set aside as it comes: the rule would
+        set that one aside (the longest taken is then itself) at the cost of a heap push."""
         due = {i: self.deadline(waiting[i]) for i in idx}
         idx.sort(key=lambda i: (due[i], waiting[i].arrival_s, svc[i]))
         t, taken, late = now, [], set()
         for rank, i in enumerate(idx):
             s = svc[i]
+            if now + s > due[i]:
+                late.add(i)
+                continue
             t += s
             heapq.heappush(taken, (-s, -due[i], -rank, i))
             if t > due[i]:

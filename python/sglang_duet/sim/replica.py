@@ -83,8 +83,7 @@ class Replica:
         # gap attribution (sim/attribution.py): every iteration's start time and kind, and the
         # iteration each decode step belongs to
         self.iter_start, self.iter_kind, self.step_iter = array("d"), array("b"), array("i")
-        self.busy = self.kv_held = False  # kv_held: admission stopped at a page shortfall
-        self.start_scheduled = False
+        self.busy = self.kv_held = self.start_scheduled = False  # kv_held: admission short of pages
         self._pending: tuple | None = None
         self.ratio = flavor.reserve_init
         self._decay = (flavor.reserve_init - flavor.reserve_min) / flavor.reserve_decay_steps
@@ -92,7 +91,6 @@ class Replica:
         self.outstanding = 0  # tokens still to compute here (router load)
         self.prefill_tokens = 0  # prompt tokens launched for prefill here (hrrn's aging clock)
         self.finished: list[Request] = []
-        # statistics
         self.mode_iters: dict[str, int] = {}
         self.spatial_iters = self.sd_sum = self.k_sum = self.preemptions = self.plans = 0
         self.busy_s = 0.0
@@ -149,6 +147,15 @@ class Replica:
                 need -= self._step_need(victim, k)
             self._preempt(victim)
 
+    def _room(self) -> tuple[int, int]:
+        """(prompt tokens in flight, free slots): `_admit` needs < token_budget and > 0."""
+        return (sum(r.base - r.computed for r in self.prefilling),
+                self.max_running - len(self.running) - len(self.prefilling))
+
+    def may_admit(self) -> bool:  # else no one reads the queue's order
+        inflight, slots = self._room()
+        return inflight < self.token_budget and slots > 0
+
     def _admit(self) -> None:
         page = self.page
         free = self.kv.free - sum(self._step_need(r) for r in self.running)
@@ -157,8 +164,7 @@ class Replica:
             rem = sum(r.remaining_out for r in self.running)
             rem += sum(r.remaining_out for r in self.prefilling)
             free -= -(-int(ratio * rem) // page)
-        inflight = sum(r.base - r.computed for r in self.prefilling)
-        slots = self.max_running - len(self.running) - len(self.prefilling)
+        inflight, slots = self._room()
         while self.queue and inflight < self.token_budget and slots > 0:
             r = self.queue[0]
             pages = -(-r.base // page)
@@ -236,15 +242,12 @@ class Replica:
         for r, _ in chunks:
             if r.sched_s < 0.0:
                 r.sched_s = now
+        pre = plan.prefill
         timing = self.executor.time_plan(
-            plan,
-            [r.base + r.gen - 1 for r in dreqs],
-            [ch.length for ch in plan.prefill],
-            [ch.start for ch in plan.prefill],
-            [ch.start + ch.length >= r.base for (r, _), ch in zip(chunks, plan.prefill,
-                                                                     strict=True)],
-            self._reuse(),
-        )
+            plan, [r.base + r.gen - 1 for r in dreqs], [ch.length for ch in pre],
+            [ch.start for ch in pre],
+            [ch.start + ch.length >= r.base for (r, _), ch in zip(chunks, pre, strict=True)],
+            self._reuse())
         steps = len(timing.step_offsets)
         if steps > 1 and sum(self._step_need(r, steps) for r in dreqs) > self.kv.free:
             # a free-running decode (pdmux) out of KV pages stops at the last step that fits
@@ -326,10 +329,9 @@ class Replica:
         s_base = len(self.steps)
         self.steps.extend(step_times)
         k = len(step_times)
-        if k:
-            self.step_iter.extend(array("i", [len(self.iter_start) - 1]) * k)
         done, produced = False, 0
         if k:
+            self.step_iter.extend(array("i", [len(self.iter_start) - 1]) * k)
             for r in dreqs:
                 rem = r.output_len - r.gen0 - r.gen
                 if rem <= k:

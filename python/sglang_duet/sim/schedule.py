@@ -61,6 +61,8 @@ def duet_order(cfg: SimConfig, latency: LatencyModel) -> QueueOrder | None:
         return None
 
     def order(queue: Iterable[Request], now: float, rep: Replica) -> list[Request]:
+        if not rep.may_admit():  # nothing is taken: the queue's order is read by no one, and
+            return list(queue)  # the next answer does not depend on it (`Admission.order`)
         reqs = list(queue)
         cache = rep.prefix
         cands = [Candidate(r.arrival_s, r.base, cache.peek(r.hashes, r.base)

@@ -16,9 +16,12 @@ def test_inputs_case_times_the_bridge_on_requests_that_round_trip():
 
 def test_main_writes_every_case_and_the_per_iteration_sum(tmp_path):
     out = tmp_path / "dc.json"
-    main(["--iters", "3", "--out", str(out)])
+    main(["--iters", "3", "--sim-requests", "120", "--out", str(out)])
     res = json.loads(out.read_text())
     assert len(res["medians_us"]) == len(res["cases"]) == 6
+    assert set(res["admission"]) == {"steady", "churn", "chunked"}
+    sim = res["simulated"]
+    assert sim["requests"] == 120 and 0 <= sim["ordered"] <= sim["iterations_with_a_queue"]
     assert res["per_iteration_median_us"] == round(
         res["inputs"]["median_us"] + res["headline_median_us"], 1)
     assert res["stamp"]["command"].endswith("--out " + str(out))
