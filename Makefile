@@ -56,6 +56,7 @@ capacity: venv
 	$(PY) -m benchmark.capacity --trace all --quiet
 	$(PY) -m benchmark.capacity --trace all --model qwen3-14b --tp 2 --quiet
 	$(PY) -m benchmark.capacity.misses
+	$(PY) -m benchmark.capacity.max_ttft
 	$(PY) -m benchmark.capacity.changing
 	$(PY) -m benchmark.capacity.summary
 
