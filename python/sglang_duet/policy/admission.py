@@ -4,10 +4,10 @@ Every driver asks the same `Admission.order` before it forms a prefill: `DuetSch
 SGLang's waiting queue, after SGLang's own ``calc_priority``), the simulator's replica, and
 the router's queue-time prediction. A replica asks only when it may admit (not while the prompt
 being chunked takes the whole token budget): the answer depends on the queue's requests and
-``now``, never on the queue's order, so an order skipped changes no later one. The capacity rule counts a request as served when its
-first token comes within the TTFT SLO, so on heavy-tailed prompts (mooncake) a burst of long
-prompts queued first come, first served makes every short prompt behind it miss; the order is
-what moves that.
+``now``, never on the queue's order, so an order skipped changes no later one. The capacity
+rule counts a request as served when its first token comes within the TTFT SLO, so on
+heavy-tailed prompts (mooncake) a burst of long prompts queued first come, first served makes
+every short prompt behind it miss; the order is what moves that.
 
 Orders (`ADMISSION_ORDERS`):
 
