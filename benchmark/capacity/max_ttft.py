@@ -11,7 +11,7 @@ same load, its replicas prefilling at that speed, admitting in each order:
 
 * ``fcfs``: arrival order. With one deadline offset for all, arrival order is earliest deadline
   first, which on one server minimises the largest wait (Jackson's rule; preemption cannot
-  lower it either), so no order does much better on this max;
+  lower it either). With several replicas it is not always the least, but the reference;
 * ``deadline`` and ``sjf``: duet's orders (`policy.admission`), with duet's aging bound.
 
 Each row: the share of the window's first tokens within the SLO (`queue_bound.window_passes`'s
@@ -106,8 +106,9 @@ def _markdown(rows: list[dict[str, Any]]) -> str:
              "Written by `python -m benchmark.capacity.max_ttft` (see its docstring). Duet at its "
              "best setting and capacity; then the ideal server (one queue, exact prefill "
              "seconds, the same requests and arrivals) at the same load, prefilling at duet's "
-             "measured speed while prompts wait, in each order. fcfs minimises the largest "
-             "wait; deadline and sjf with duet's aging bound. TTFT P99 / max in seconds; "
+             "measured speed while prompts wait, in each order. fcfs: arrival order, the "
+             "least largest wait on one replica (14B), the reference on two (8B); deadline "
+             "and sjf with duet's aging bound. TTFT P99 / max in seconds; "
              "attainment: the share of first tokens within the SLO.", "",
              "| case | load (req/s) | aging bound | duet P99 / max | speed | "
              + " | ".join(f"ideal {o}: attainment, P99 / max, passes" for o in ORDERS) + " |",

@@ -29,16 +29,14 @@ tau = 0.4 s, each iteration as `DuetScheduler` runs it: the queue's candidates
 (`bridge.admission_candidates`), `Admission.order` (deadline) and the in-place reorder, the
 policy's inputs (`bridge.policy_inputs`: the 256 running and the waiting prompts up to the
 token budget, as the scheduler asks), then ``plan()``; the clock advances 20 ms
-per iteration. Three queues: ``steady`` (the same 256 wait, as behind a full KV pool: the
-order's memo answers until a request crosses its deadline or the aging bound), ``churn``
-(every iteration the first is admitted and a new request arrives: the order is recomputed
-every time), and ``chunked`` (the same 256 wait behind a prompt being chunked with more than
-the token budget left: the scheduler computes no order, `bridge.queue_reached`).
-``plan_and_order_median_us`` is the part the target is about; the translation is listed
-beside it.
+per iteration. Two queues: ``steady`` (the same 256 wait, as behind a long chunked prompt or a
+full KV pool: the order's memo answers until a request crosses its deadline or the aging
+bound), and ``churn`` (every iteration the first is admitted and a new request arrives: the
+order is recomputed every time). ``plan_and_order_median_us`` is the part the target is about;
+the translation is listed beside it.
 
-``simulated``: how long the queues a replica orders are in serving, and how often it orders
-(`simulated_orders`: duet on mooncake with Qwen3-8B at its committed capacity, simulated).
+``simulated``: how long the queues a replica orders are in serving (`simulated_orders`: duet on
+mooncake with Qwen3-8B at its committed capacity, simulated).
 """
 
 from __future__ import annotations
@@ -57,7 +55,7 @@ from sglang_duet.latency.interference import DEFAULT_INTERFERENCE
 from sglang_duet.partition.plan import plan_menu
 from sglang_duet.policy import DuetPolicy, ReqState
 from sglang_duet.policy.admission import Admission, AdmissionConfig, model_prefill_seconds
-from sglang_duet.runtime.bridge import admission_candidates, policy_inputs, queue_reached
+from sglang_duet.runtime.bridge import admission_candidates, policy_inputs
 
 DEFAULT_OUT = ROOT / "benchmark" / "results" / "policy" / "decision_cost.json"
 TARGET_US = 100.0  # issue 4: median plan() cost on the issue's workload, every decision path
@@ -184,7 +182,7 @@ class _SglWaiting(_SglReq):
 ADMISSION_TAU_S, ADMISSION_STEP_S = 0.4, 0.02
 
 
-QUEUES = ("steady", "churn", "chunked")
+QUEUES = ("steady", "churn")
 
 
 def time_admission(decodes: list[ReqState], iters: int, kind: str, seed: int = 1
@@ -201,23 +199,18 @@ def time_admission(decodes: list[ReqState], iters: int, kind: str, seed: int = 1
 
     queue = [arrival(i, now - rng.uniform(0.0, 20.0)) for i in range(256)]
     running = [_SglReq(r) for r in decodes]
-    chunked = None  # 30K tokens of a 32K prompt still to prefill: more than the budget
-    if kind == "chunked":
-        chunked = _SglWaiting(ReqState("c", 32768, 2048, 0), now - 5.0)
     parts: dict[str, list[float]] = {k: [] for k in ("order", "plan", "candidates", "inputs")}
     plan_and_order, total = [], []
     clock = time.perf_counter_ns
     for it in range(iters + 50):  # the first 50: warm-up
         t0 = clock()
-        reached = queue_reached(chunked, pol.token_budget)  # as DuetScheduler._order_waiting
-        cands = admission_candidates(queue) if reached else None
+        cands = admission_candidates(queue)
         t1 = clock()
-        if cands is not None:
-            perm = adm.order(cands, now)
-            if any(i != k for k, i in enumerate(perm)):
-                queue[:] = [queue[i] for i in perm]
+        perm = adm.order(cands, now)
+        if any(i != k for k, i in enumerate(perm)):
+            queue[:] = [queue[i] for i in perm]
         t2 = clock()
-        dec, wait = policy_inputs(running, queue, chunked, pol.token_budget)
+        dec, wait = policy_inputs(running, queue, None, pol.token_budget)
         t3 = clock()
         pol.plan(dec, wait)
         t4 = clock()
@@ -246,12 +239,13 @@ SIM_CASE = "mooncake-qwen3-8b-tp1"
 
 
 def simulated_orders(requests: int) -> dict[str, object]:
-    """How often a replica computes the order in serving: duet on ``SIM_CASE`` at its
-    committed capacity and setting, simulated for ``requests`` requests. Of the iterations
-    that begin with more than one request waiting (each asks `Replica.may_admit`), the share in
-    which the replica could admit, so ordered, and the queue lengths it then ordered; ``plans``:
-    the planner's calls (a decode stretch of many steps is one); what each `Admission.order`
-    call of the run cost (the router's too)."""
+    """The queues an order sees in serving: duet on ``SIM_CASE`` at its committed capacity and
+    setting, simulated for ``requests`` requests. ``queue_when_waiting``: the queue's length
+    in the iterations that begin with more than one request waiting (each asks
+    `Replica.may_admit`; the server orders in each); ``simulator_ordered_share``: the share of
+    them in which the replica could admit, so the simulator ordered; ``plans``: the planner's
+    calls (a decode stretch of many steps is one); what each `Admission.order` call of the run
+    cost (the router's too)."""
     from benchmark.capacity.search import Cluster, Setting, _trace
     from sglang_duet.sim import Simulation, build_arrivals
     from sglang_duet.sim.replica import Replica
@@ -266,10 +260,9 @@ def simulated_orders(requests: int) -> dict[str, object]:
     real, real_order = Replica.may_admit, Admission.order
 
     def counted(rep: Replica) -> bool:
-        asked[0] += 1
         ok = real(rep)
-        if ok:
-            lengths.append(len(rep.queue))
+        asked[0] += ok
+        lengths.append(len(rep.queue))
         return ok
 
     def timed(adm: Admission, *args: object) -> list[int]:
@@ -288,9 +281,9 @@ def simulated_orders(requests: int) -> dict[str, object]:
     costs.sort()
     return {"case": SIM_CASE, "qps": cfg.qps, "requests": requests,
             "plans": sum(rep.plans for rep in res.replicas),
-            "iterations_with_a_queue": asked[0], "ordered": len(lengths),
-            "ordered_share": round(len(lengths) / max(1, asked[0]), 3),
-            "queue_when_ordered": {
+            "iterations_with_a_queue": len(lengths), "simulator_ordered": asked[0],
+            "simulator_ordered_share": round(asked[0] / max(1, len(lengths)), 3),
+            "queue_when_waiting": {
                 "median": statistics.median(lengths) if lengths else 0,
                 "p90": lengths[int(0.9 * (len(lengths) - 1))] if lengths else 0,
                 "max": lengths[-1] if lengths else 0},

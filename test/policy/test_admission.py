@@ -230,3 +230,27 @@ def test_the_memo_holds_exactly_until_the_order_would_change(seed):
         t = now + 0.005 * tick
         assert adm.order(waiting, t) == ref.reference_order(waiting, t), t
     assert 5 < computed[0] < 1000
+
+
+@pytest.mark.parametrize("order", ADMISSION_ORDERS)
+@pytest.mark.parametrize("per_token_s", [0.0, 2e-4])
+def test_the_answer_does_not_depend_on_the_queues_order(order, per_token_s):
+    """The same requests in any queue order are admitted in the same sequence, tied arrivals,
+    deadlines and seconds and requests past the aging bound included, so a driver that skips
+    asking while it admits no one (`sim.replica.Replica.may_admit`) changes no later answer."""
+    rng = random.Random(hash((order, per_token_s, "perm")) & 0xFFFF)
+    for _ in range(60):
+        now = rng.uniform(1e3, 1e5)
+        waiting = queue(rng, rng.choice([2, 5, 40]), now, True)
+        given = None if rng.random() < 0.5 else [rng.choice([0.5, 1.0]) for _ in waiting]
+        perm = list(range(len(waiting)))
+        rng.shuffle(perm)
+        shuffled = [waiting[i] for i in perm]
+        moved = None if given is None else [given[i] for i in perm]
+        for adm_order in ("order", "reference_order"):
+            adm = Admission(AdmissionConfig(order, 10.0, per_token_s, 0.5), seconds)
+            t = now + rng.choice([0.0, 2.0, 6.0])
+            a = getattr(adm, adm_order)(waiting, t, given)
+            b = getattr(adm, adm_order)(shuffled, t, moved)
+            pairs = [(waiting[i], None if given is None else given[i]) for i in a]
+            assert pairs == [(shuffled[i], None if moved is None else moved[i]) for i in b]

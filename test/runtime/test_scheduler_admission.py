@@ -217,19 +217,3 @@ def test_server_admits_short_prompts_first_with_sjf_and_in_arrival_order_with_fc
     assert sjf == ["s0", "s1", "s2", "long"]
     assert fcfs == ["long", "s0", "s1", "s2"]
     assert out_sjf == out_fcfs  # the order changes when, not what, each request gets
-
-
-@pytest.mark.parametrize("left, ordered", [(8193, False), (8192, True)])
-def test_no_order_while_the_chunked_prompt_takes_the_whole_budget(latency, clock, left, ordered):
-    """The request being chunked goes first (SGLang's prefill adder continues it): with more
-    than the token budget (8192) still to prefill it takes every token, nobody reads the queue,
-    and the queue is left as SGLang had it; with the budget or less left, the queue is ordered."""
-    queue = burst()
-    s = sched(queue, admission(latency, "sjf"))
-    s.chunked_req = req("chunked", 40_000, NOW - 5.0, prefix=40_000 - left)
-    assert bridge.queue_reached(s.chunked_req, 8192) is ordered
-    perm = DuetScheduler._order_waiting(s)
-    assert (perm is not None) is ordered
-    assert rids(queue) == (["s2", "s1", "s3", "long"] if ordered else rids(burst()))
-    decodes, waiting = bridge.policy_inputs([], queue, s.chunked_req, 8192)
-    assert [w.rid for w in waiting] == ["chunked"] + (["s2"] if ordered else [])

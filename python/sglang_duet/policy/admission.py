@@ -2,9 +2,9 @@
 
 Every driver asks the same `Admission.order` before it forms a prefill: `DuetScheduler` (over
 SGLang's waiting queue, after SGLang's own ``calc_priority``), the simulator's replica, and
-the router's queue-time prediction. A replica asks only when it may admit (not while the prompt
-being chunked takes the whole token budget): the answer depends on the queue's requests and
-``now``, never on the queue's order, so an order skipped changes no later one. The capacity
+the router's queue-time prediction. The answer depends on the queue's requests and ``now``,
+never on the queue's order (ties are broken by the requests), so a driver may skip asking while
+it admits no one (the simulator's replica does) and change no later answer. The capacity
 rule counts a request as served when its first token comes within the TTFT SLO, so on
 heavy-tailed prompts (mooncake) a burst of long prompts queued first come, first served makes
 every short prompt behind it miss; the order is what moves that.
@@ -148,8 +148,8 @@ class Admission:
     def order(self, waiting: Sequence[Candidate], now: float,
               service_s: Sequence[float] | None = None) -> list[int]:
         """Indices of ``waiting`` in the order to admit (``now``: seconds, same clock as the
-        arrivals; ``service_s``: each request's prefill seconds where the caller knows them,
-        else predicted); equal to `reference_order`."""
+        arrivals; ``service_s``: each request's prefill seconds (>= 0) where the caller knows
+        them, else predicted); equal to `reference_order`."""
         n = len(waiting)
         if n < 2:
             return list(range(n))
@@ -192,19 +192,34 @@ class Admission:
         if first > cut:  # nobody past the aging bound (the usual case): no pass over the queue
             aged, rest, until = [], list(range(n)), first + aged_s
         else:
-            aged = sorted((i for i in range(n) if arr[i] <= cut), key=arr.__getitem__)
+            aged = self._by_arrival([i for i in range(n) if arr[i] <= cut], waiting, arr, svc)
             rest = [i for i in range(n) if arr[i] > cut]
             until = min((arr[i] for i in rest), default=float("inf")) + aged_s
         kind = self.cfg.order
         if kind == "fcfs":
-            rest.sort(key=arr.__getitem__)
+            rest = self._by_arrival(rest, waiting, arr, svc)
         elif kind == "sjf":
-            serv = self._costs_of(waiting)[0] if svc is None else svc
-            rest = [i for _, _, i in sorted([(serv[i], arr[i], i) for i in rest])]
+            serv, due = self._costs_of(waiting)
+            if svc is not None:
+                serv = svc
+            rest = [i for *_, i in sorted([(serv[i], arr[i], due[i], *waiting[i][1:3], i)
+                                           for i in rest])]
         elif rest:
             rest, flip = self._on_time_first_fast(waiting, rest, arr, now, svc)
             until = min(until, flip)
         return (aged + rest if aged else rest), until - _MARGIN_S
+
+    def _by_arrival(self, idx: list[int], waiting: Sequence[Candidate], arr: list[float],
+                    svc: list[float] | None) -> list[int]:
+        """``idx`` by arrival, equal arrivals by deadline, then predicted seconds (the
+        reference's key; the costs are looked up only where arrivals tie)."""
+        idx = sorted(idx, key=arr.__getitem__)
+        if len({arr[i] for i in idx}) < len(idx):
+            serv, due = self._costs_of(waiting)
+            if svc is not None:
+                serv = svc
+            idx.sort(key=lambda i: (arr[i], due[i], serv[i], *waiting[i][1:3]))
+        return idx
 
     def _on_time_first_fast(self, waiting: Sequence[Candidate], idx: list[int],
                             arr: list[float], now: float, svc: list[float] | None
@@ -219,7 +234,7 @@ class Admission:
         order = sorted(idx, key=due.__getitem__)  # stable: equal keys keep ascending indices
         # ties: by arrival, then the shorter first, then by index (the reference's stable sort)
         if len({due[i] for i in idx}) < len(idx):
-            order.sort(key=lambda i: (due[i], arr[i], serv[i]))
+            order.sort(key=lambda i: (due[i], arr[i], serv[i], *waiting[i][1:3]))
         t, kept, late = now, [], []
         heap = False
         slack = float("inf")
@@ -253,21 +268,29 @@ class Admission:
     def reference_order(self, waiting: Sequence[Candidate], now: float,
                         service_s: Sequence[float] | None = None) -> list[int]:
         """The rule, readably (`order` is the same, faster): requests past the aging bound
-        first in arrival order, then the rest in the configured order."""
+        first in arrival order, then the rest in the configured order. Ties are broken by the
+        requests, never by their places in the queue (arrival, deadline, seconds, prompt and
+        cached tokens, in each order's precedence), so that the answer depends on the queue's
+        requests and ``now`` only: a caller may skip asking when it admits no one. Seconds
+        are >= 0."""
         waiting = [Candidate(*c) for c in waiting]
         n = len(waiting)
         if n < 2:
             return list(range(n))
         svc = list(service_s) if service_s is not None else [self.service(c) for c in waiting]
+
+        def arrival_first(i: int) -> tuple[float, ...]:
+            c = waiting[i]
+            return c.arrival_s, self.deadline(c), svc[i], c.prompt_len, c.cached
+
         cut = now - self.aged_s
-        aged = sorted((i for i in range(n) if waiting[i].arrival_s <= cut),
-                      key=lambda i: waiting[i].arrival_s)
+        aged = sorted((i for i in range(n) if waiting[i].arrival_s <= cut), key=arrival_first)
         rest = [i for i in range(n) if waiting[i].arrival_s > cut] if aged else list(range(n))
         kind = self.cfg.order
         if kind == "fcfs":
-            rest.sort(key=lambda i: waiting[i].arrival_s)
+            rest.sort(key=arrival_first)
         elif kind == "sjf":
-            rest.sort(key=lambda i: (svc[i], waiting[i].arrival_s))
+            rest.sort(key=lambda i: (svc[i], *arrival_first(i)))
         else:
             rest = self._on_time_first(waiting, svc, rest, now)
         return aged + rest if aged else rest
@@ -281,7 +304,8 @@ class Admission:
         would be late even if taken first (hopeless) is set aside as it comes: the rule would
         set that one aside (the longest taken is then itself) at the cost of a heap push."""
         due = {i: self.deadline(waiting[i]) for i in idx}
-        idx.sort(key=lambda i: (due[i], waiting[i].arrival_s, svc[i]))
+        idx.sort(key=lambda i: (due[i], waiting[i].arrival_s, svc[i], waiting[i].prompt_len,
+                                waiting[i].cached))
         t, taken, late = now, [], set()
         for rank, i in enumerate(idx):
             s = svc[i]

@@ -163,14 +163,6 @@ def free_slots(sched: Any) -> tuple[int, int]:
     return int(alloc.available_size()), int(cache.evictable_size())
 
 
-def queue_reached(chunked: Any | None, tokens: int) -> bool:
-    """Whether a prefill of ``tokens`` prompt tokens reaches the waiting queue: SGLang's prefill
-    adder continues the request being chunked first, which takes them all while it has more
-    left (`policy_inputs` then reads no waiting request either). Else the queue's order is read
-    by no one this iteration, and the admission order need not be computed."""
-    return chunked is None or waiting_state(chunked).remaining_prompt <= tokens
-
-
 class PolicyInputs(NamedTuple):
     """What `DuetPolicy.plan` takes: the running decodes and the waiting prompts, in order."""
 

@@ -133,15 +133,14 @@ class DuetScheduler(Scheduler):
         """Put SGLang's waiting queue (already sorted by its ``calc_priority``) in the duet
         admission order (``--duet-admission``, `policy.admission.Admission`), in place; returns
         the permutation applied (None: none). The request being chunked is not in the queue and
-        stays first (SGLang continues it before any other); while it takes the whole token
-        budget no one reads the order, so none is computed (`bridge.queue_reached`; the next
-        order does not depend on the queue's). Decided on TP rank 0 only: the arrival stamps
-        and the clock differ by rank, and every rank must form the same prefill, so the others
-        apply rank 0's permutation when the decision reaches them (`_decide`)."""
+        stays first (SGLang continues it before any other). Ordered even while that request
+        takes the whole budget: SGLang's prefill adder still visits the queue's head then
+        (`Scheduler.get_new_batch_prefill` refreshes its prefix match, and a KV shortfall on it
+        marks the batch full), so the head must be the order's. Decided on TP rank 0 only: the
+        arrival stamps and the clock differ by rank, and every rank must form the same prefill,
+        so the others apply rank 0's permutation when the decision reaches them (`_decide`)."""
         queue, admission = self.waiting_queue, self.duet_admission
         if admission is None or len(queue) < 2 or self.ps.tp_rank != 0:
-            return None
-        if not bridge.queue_reached(self.chunked_req, self.duet_policy.token_budget):
             return None
         perm = admission.order(bridge.admission_candidates(queue), bridge.ARRIVAL_CLOCK())
         if all(i == k for k, i in enumerate(perm)):
