@@ -5,9 +5,10 @@ SLO): a request that has waited that long goes first, but its own prefill, and t
 requests aged with it, still follow. Is the excess the price of the order, or of the system?
 For each named case, duet at its best setting and capacity (the sweep's run length and seed,
 `seeds.case_settings`): its P99 / max TTFT and its prefill speed while prompts wait
-(`prefill_speed.measure`). Then the queue-aware bound's ideal server (`queue_bound`: one queue
-for all replicas, each prompt's exact prefill seconds, the same requests and arrivals) at the
-same load, its replicas prefilling at that speed, admitting in each order:
+(`prefill_speed.run_speed`, on the same run). Then the queue-aware bound's ideal server
+(`queue_bound`: one queue for all replicas, each prompt's exact prefill seconds, the same
+requests and arrivals) at the same load, its replicas prefilling at that speed, admitting in
+each order:
 
 * ``fcfs``: arrival order. With one deadline offset for all, arrival order is earliest deadline
   first, which on one server minimises the largest wait (Jackson's rule; preemption cannot
@@ -33,10 +34,9 @@ import numpy as np
 
 from benchmark.stamp import write_result
 from sglang_duet.policy.admission import Admission, AdmissionConfig
-from sglang_duet.sim import Simulation, build_arrivals, load_trace
 from sglang_duet.sim.steady import window_bounds
 
-from .prefill_speed import measure
+from .prefill_speed import run_speed, traced_run
 from .queue_bound import (
     FcfsQueue,
     fcfs_first_tokens,
@@ -83,14 +83,12 @@ def ideal_waits(queue: FcfsQueue, qps: float, speed: float, order: str, aging: f
 def study(case: str, cl: Cluster, requests: int, setting: Setting, qps: float
           ) -> dict[str, Any]:
     """One case: duet's own run, then the ideal server in every order at its load and speed."""
-    cfg = cl.sim_config(setting, round(qps, 4), requests)
-    res = Simulation(cfg, build_arrivals(load_trace(cl.trace), cfg.qps, requests, cl.seed),
-                     setting.policy).run()
+    cfg, res, ideal = traced_run(cl, setting, qps, requests)
     done = sorted(res.requests, key=lambda r: r.arrival_s)
     arrival = np.array([r.arrival_s for r in done])
     first = np.array([r.first_token_s if r.first_token_s >= 0.0 else np.inf for r in done])
-    speed = measure(cl, setting, qps, requests)["speed"]
-    queue = FcfsQueue(cfg, requests, cl.target)
+    speed = run_speed(res, ideal)["speed"]
+    queue = FcfsQueue(cfg, requests, cl.target, ideal)
     return {"case": case, "setting": setting.label(), "qps": cfg.qps, "requests": requests,
             "aging_bound_s": round(cfg.duet_aging * cfg.ttft_slo_ms / 1e3, 2),
             "duet": waits(arrival, first, cfg.ttft_slo_ms / 1e3), "speed": speed,

@@ -49,7 +49,7 @@ from .search import Cluster, Setting
 from .seeds import case_arguments, load_cases
 from .sweep import _pool_map
 
-__all__ = ["main", "measure", "speed_of"]
+__all__ = ["main", "measure", "run_speed", "speed_of", "traced_run"]
 
 
 def speed_of(trace: list[tuple], t0: float, t1: float, ideal_s) -> dict[str, Any]:
@@ -75,23 +75,34 @@ def speed_of(trace: list[tuple], t0: float, t1: float, ideal_s) -> dict[str, Any
                       for k, w in sorted(wall.items())}}
 
 
-def measure(cl: Cluster, s: Setting, qps: float, requests: int) -> dict[str, Any]:
-    """One run at ``qps`` with its iterations recorded: the prefill speed while prompts wait,
-    and the ideal FCFS server's capacity at that speed (the module docstring)."""
+def traced_run(cl: Cluster, s: Setting, qps: float, requests: int) -> tuple[Any, Any, _Ideal]:
+    """(config, result, the bound's ideal for the config) of one run at ``qps`` with every
+    replica's iterations recorded (`Replica.trace`), for `run_speed`."""
     cfg = cl.sim_config(s, round(qps, 4), requests)
     sim = Simulation(cfg, build_arrivals(load_trace(cl.trace), cfg.qps, requests, cl.seed),
                      s.policy)
     for rep in sim.replicas:
         rep.trace = []
-    res = sim.run()
+    return cfg, sim.run(), _Ideal(cfg)
+
+
+def run_speed(res: Any, ideal: _Ideal) -> dict[str, Any]:
+    """`speed_of` a traced run's steady-state window, all replicas, and ``pending_share``."""
     arrivals = sorted(r.arrival_s for r in res.requests)
     lo, hi = window_bounds(len(arrivals))
-    ideal = _Ideal(cfg)
     trace = [it for rep in res.replicas for it in rep.trace or ()]
     got = speed_of(trace, arrivals[lo], arrivals[hi - 1],
                    lambda chunks: ideal.rows_s([n for n, _ in chunks], [c for _, c in chunks]))
     span = (arrivals[hi - 1] - arrivals[lo]) * len(res.replicas)
     got["pending_share"] = round(got["pending_s"] / span, 4) if span > 0 else None
+    return got
+
+
+def measure(cl: Cluster, s: Setting, qps: float, requests: int) -> dict[str, Any]:
+    """One run at ``qps`` with its iterations recorded: the prefill speed while prompts wait,
+    and the ideal FCFS server's capacity at that speed (the module docstring)."""
+    cfg, res, ideal = traced_run(cl, s, qps, requests)
+    got = run_speed(res, ideal)
     speed = got["speed"]
     fcfs = FcfsQueue(cfg, requests, cl.target, ideal)
     got["fcfs_qps"] = round(fcfs.highest(lambda _: speed), 4) if speed else None

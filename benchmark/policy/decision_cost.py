@@ -246,16 +246,14 @@ def simulated_orders(requests: int) -> dict[str, object]:
     them in which the replica could admit, so the simulator ordered; ``plans``: the planner's
     calls (a decode stretch of many steps is one); what each `Admission.order` call of the run
     cost (the router's too)."""
-    from benchmark.capacity.search import Cluster, Setting, _trace
-    from sglang_duet.sim import Simulation, build_arrivals
+    from benchmark.capacity.seeds import case_settings
+    from sglang_duet.sim import Simulation, build_arrivals, load_trace
     from sglang_duet.sim.replica import Replica
 
     with open(ROOT / "benchmark" / "results" / "capacity" / f"{SIM_CASE}.json") as f:
-        sweep = json.load(f)
-    best = sweep["policies"]["duet"]["best"]
-    cl = Cluster(**sweep["config"]["cluster"])
-    setting = Setting("duet", tuple(sorted(best["setting"].items())))
-    cfg = cl.sim_config(setting, best["capacity_qps"], requests)
+        cl, _, settings = case_settings(json.load(f))
+    setting, qps = settings["duet"]
+    cfg = cl.sim_config(setting, qps, requests)
     asked, lengths, costs = [0], [], []
     real, real_order = Replica.may_admit, Admission.order
 
@@ -273,7 +271,7 @@ def simulated_orders(requests: int) -> dict[str, object]:
 
     Replica.may_admit, Admission.order = counted, timed  # type: ignore[method-assign]
     try:
-        res = Simulation(cfg, build_arrivals(_trace(cl.trace), cfg.qps, requests, cl.seed),
+        res = Simulation(cfg, build_arrivals(load_trace(cl.trace), cfg.qps, requests, cl.seed),
                          "duet").run()
     finally:
         Replica.may_admit, Admission.order = real, real_order  # type: ignore[method-assign]

@@ -105,6 +105,18 @@ def seconds(q: int, c: int) -> float:
     return 2e-5 * q + 1e-10 * q * (c + q / 2.0) + 0.01
 
 
+def counting(adm: Admission) -> list[int]:
+    """A one-item list that counts ``adm``'s recomputes (calls the memo did not answer)."""
+    computed, compute = [0], adm._compute
+
+    def counted(*a):
+        computed[0] += 1
+        return compute(*a)
+
+    adm._compute = counted
+    return computed
+
+
 def queue(rng: random.Random, n: int, now: float, ties: bool) -> list[Candidate]:
     out = []
     for _ in range(n):
@@ -149,13 +161,7 @@ def test_a_queue_put_in_the_returned_order_is_in_order(order, per_token_s, ties)
     rng = random.Random(hash((order, per_token_s, ties, "applied")) & 0xFFFF)
     adm = Admission(AdmissionConfig(order, 10.0, per_token_s, 2.0), seconds)
     ref = Admission(AdmissionConfig(order, 10.0, per_token_s, 2.0), seconds)
-    computed, compute = [0], adm._compute
-
-    def counted(*a):
-        computed[0] += 1
-        return compute(*a)
-
-    adm._compute = counted
+    computed = counting(adm)
     applied = 0  # calls on a queue just reordered, answered without computing
     for _ in range(30):
         now = rng.uniform(1e3, 1e6)
@@ -219,13 +225,7 @@ def test_the_memo_holds_exactly_until_the_order_would_change(seed):
     waiting = queue(rng, 40, now, False)
     adm = Admission(AdmissionConfig("deadline", 10.0, 0.0, 5.0), seconds)
     ref = Admission(AdmissionConfig("deadline", 10.0, 0.0, 5.0), seconds)
-    computed, compute = [0], adm._compute
-
-    def counted(*a):
-        computed[0] += 1
-        return compute(*a)
-
-    adm._compute = counted
+    computed = counting(adm)
     for tick in range(2000):
         t = now + 0.005 * tick
         assert adm.order(waiting, t) == ref.reference_order(waiting, t), t

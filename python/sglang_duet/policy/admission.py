@@ -164,20 +164,21 @@ class Admission:
         self._memo = _Memo(list(waiting), svc, now, until, result)
         return list(result)
 
-    def _costs_of(self, waiting: Sequence[Candidate]) -> tuple[Sequence[float], ...]:
+    def _costs_of(self, waiting: Sequence[Candidate], svc: list[float] | None = None
+                  ) -> tuple[Sequence[float], ...]:
         """(service seconds, deadlines) of the candidates (`service`, `deadline`), each pair
         kept by the candidate itself (a tuple: its arrival, prompt and cached tokens), so that
-        a request seen in an earlier queue costs one lookup."""
+        a request seen in an earlier queue costs one lookup; ``svc``: the caller's seconds,
+        which replace the predicted ones."""
         kept = self._secs
         if len(kept) > self._SECONDS_KEPT:
             kept.clear()
         get, miss = kept.get, self._cost
-        return tuple(zip(*[get(c) or miss(c) for c in waiting], strict=True))
+        serv, due = zip(*[get(c) or miss(c) for c in waiting], strict=True)
+        return (serv if svc is None else svc), due
 
     def _cost(self, c: Candidate) -> tuple[float, float]:
-        q = max(1, c[1] - c[2])
-        pair = self._secs[c] = (self.seconds(q, c[1] - q),
-                                c[0] + self.cfg.ttft_slo_s + self.cfg.per_token_s * c[1])
+        pair = self._secs[c] = (self.service(c), self.deadline(c))
         return pair
 
     def _compute(self, waiting: Sequence[Candidate], now: float, svc: list[float] | None
@@ -199,9 +200,7 @@ class Admission:
         if kind == "fcfs":
             rest = self._by_arrival(rest, waiting, arr, svc)
         elif kind == "sjf":
-            serv, due = self._costs_of(waiting)
-            if svc is not None:
-                serv = svc
+            serv, due = self._costs_of(waiting, svc)
             rest = [i for *_, i in sorted([(serv[i], arr[i], due[i], *waiting[i][1:3], i)
                                            for i in rest])]
         elif rest:
@@ -215,9 +214,7 @@ class Admission:
         reference's key; the costs are looked up only where arrivals tie)."""
         idx = sorted(idx, key=arr.__getitem__)
         if len({arr[i] for i in idx}) < len(idx):
-            serv, due = self._costs_of(waiting)
-            if svc is not None:
-                serv = svc
+            serv, due = self._costs_of(waiting, svc)
             idx.sort(key=lambda i: (arr[i], due[i], serv[i], *waiting[i][1:3]))
         return idx
 
@@ -228,9 +225,7 @@ class Admission:
         would come out otherwise (t is ``now`` plus the work taken so far). The same steps, in
         cheaper form: indices sorted by one float key (tuples only where deadlines tie), the
         heap built at the first late request, a push and pop as one `heapq.heappushpop`."""
-        serv, due = self._costs_of(waiting)
-        if svc is not None:
-            serv = svc
+        serv, due = self._costs_of(waiting, svc)
         order = sorted(idx, key=due.__getitem__)  # stable: equal keys keep ascending indices
         # ties: by arrival, then the shorter first, then by index (the reference's stable sort)
         if len({due[i] for i in idx}) < len(idx):
